@@ -1,0 +1,22 @@
+"""Command-line interface. Commands stay thin: parse, call the library, print."""
+
+from __future__ import annotations
+
+import sys
+
+from rich.markup import escape
+
+from clusterbench.cli.app import app, err_console
+from clusterbench.cli import plan_cmd, results_cmd, run_cmd, system_cmd  # noqa: F401  (registers)
+from clusterbench.errors import UserInputError
+
+
+def main() -> None:
+    try:
+        app()
+    except UserInputError as exc:
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        err_console.print("[yellow]interrupted[/]: finished results are stored; unfinished runs are marked.")
+        sys.exit(130)

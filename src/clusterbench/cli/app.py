@@ -1,0 +1,36 @@
+"""The Typer application and the options shared by every command."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+app = typer.Typer(
+    name="clusterbench",
+    help="Measure, tune and compare the performance of HPC systems: HPL, HPCC, STREAM, DGEMM, "
+         "ping-pong. Start with `clusterbench run`.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+err_console = Console(stderr=True)
+
+
+@app.callback()
+def main_options(
+    db: Annotated[str | None, typer.Option(
+        "--db", help="Results database (default: $CLUSTERBENCH_DB or "
+                     "$XDG_DATA_HOME/clusterbench/results.db).")] = None,
+) -> None:
+    if db:
+        os.environ["CLUSTERBENCH_DB"] = db
+
+
+def open_store():
+    from clusterbench.store.db import Store
+
+    return Store()

@@ -1,0 +1,154 @@
+"""`clusterbench plan hpl`: the HPL calculator (N per NB, grids, layouts, input files)."""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from clusterbench.cli.app import app, console
+from clusterbench.errors import UserInputError
+
+
+class Interconnect(str, Enum):
+    ethernet = "ethernet"
+    infiniband = "infiniband"
+    shm = "shm"
+
+
+class LayoutName(str, Enum):
+    mpi = "mpi"
+    hybrid_socket = "hybrid-socket"
+    hybrid_node = "hybrid-node"
+
+
+@app.command()
+def plan(
+    target: Annotated[str, typer.Argument(help="What to plan: `hpl`.")],
+    nodes: Annotated[int, typer.Option(help="Number of nodes.")] = 1,
+    memory: Annotated[str | None, typer.Option(
+        help="Memory per node (4GiB, 16GB, ...). Default: MemTotal of this machine.")] = None,
+    nb: Annotated[str, typer.Option(help="Block sizes: 192, 64,128 or a range 32..256:8.")] = "64..256:32",
+    fraction: Annotated[float, typer.Option(help="Fraction of memory the matrix fills.")] = 0.8,
+    time_budget: Annotated[str | None, typer.Option(
+        "--time", help="Size N for this solve time instead (e.g. 10m), from Rpeak x efficiency.")] = None,
+    efficiency: Annotated[float | None, typer.Option(
+        help="Expected Rmax/Rpeak for --time (default: learned from stored runs, else 0.75).")] = None,
+    layout: Annotated[LayoutName, typer.Option(help="Rank/thread layout.")] = LayoutName.mpi,
+    ranks: Annotated[int | None, typer.Option(help="MPI ranks (default: from the layout).")] = None,
+    interconnect: Annotated[Interconnect, typer.Option(
+        help="Grids are ranked flattest-first on ethernet (HPL FAQ), squarest-first otherwise.")
+    ] = Interconnect.infiniband,
+    n: Annotated[int | None, typer.Option("--n", help="Check this N instead of computing it.")] = None,
+    p: Annotated[int | None, typer.Option("--p", help="Check this P (with --q).")] = None,
+    q: Annotated[int | None, typer.Option("--q", help="Check this Q (with --p).")] = None,
+    from_file: Annotated[str | None, typer.Option(
+        "--from", help="Node topology from a saved hwloc/lscpu file instead of this machine.")] = None,
+    write_hpl_dat: Annotated[Path | None, typer.Option(help="Write an HPL.dat here.")] = None,
+    write_hpccinf: Annotated[Path | None, typer.Option(help="Write an hpccinf.txt here.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")] = False,
+) -> None:
+    """Plan HPL: N for each NB from memory or time, P x Q grids, layouts; write input files."""
+    from clusterbench.plan import hpl as H
+    from clusterbench.plan.hplinput import HplInput, render_hpccinf, render_hpl_dat
+    from clusterbench.plan.ranges import parse_int_values
+    from clusterbench.system.discover import discover, system_from_file
+    from clusterbench.units import format_bytes, parse_duration, parse_size
+
+    if target != "hpl":
+        raise UserInputError(f"unknown plan target {target!r}", hint="use `clusterbench plan hpl`")
+    if nodes <= 0:
+        raise UserInputError(f"--nodes must be positive, got {nodes}")
+    if not 0 < fraction <= 1:
+        raise UserInputError(f"--fraction must be in (0, 1], got {fraction}",
+                             hint="0.8 fills 80% of memory with the matrix")
+    if (p is None) != (q is None):
+        raise UserInputError("give both --p and --q, or neither")
+    nbs = parse_int_values(nb, "NB")
+    if any(v <= 0 for v in nbs):
+        raise UserInputError("NB values must be positive")
+    info = system_from_file(from_file, nodes=nodes) if from_file else discover(nodes=nodes, with_software=False)
+    per_node = parse_size(memory, "--memory") if memory else info.memory_bytes()
+    if not per_node:
+        raise UserInputError("memory per node unknown", hint="give --memory, e.g. --memory 4GiB")
+    usable = H.usable_memory([per_node] * nodes)
+    topo = info.topology
+    lay = H.layouts(nodes, topo.sockets, topo.cores_per_socket)[layout.value]
+    rank_count = ranks or lay.ranks
+    grid_list = H.grids(rank_count, ethernet=interconnect == Interconnect.ethernet)
+    rpeak = info.rpeak_total_gflops
+    eff = efficiency if efficiency is not None else _learned_efficiency(info) or 0.75
+
+    rows = []
+    for block in nbs:
+        if n is not None:
+            size = n
+        elif time_budget:
+            if not rpeak:
+                raise UserInputError("Rpeak unknown, cannot size N from time",
+                                     hint="give --flops-per-cycle/--frequency via `clusterbench system`")
+            size = min(H.n_for_time(parse_duration(time_budget, "--time"), rpeak, eff, block),
+                       H.n_for_memory(usable, fraction, block))
+        else:
+            size = H.n_for_memory(usable, fraction, block)
+        need = H.matrix_bytes(size)
+        est = H.hpl_flops(size) / (rpeak * 1e9 * eff) if rpeak else None
+        rows.append({"nb": block, "n": size, "matrix_bytes": need, "memory_fraction": need / usable,
+                     "estimated_s": est})
+    grid = (p, q) if p is not None else grid_list[0]
+    for row in rows:
+        H.check_problem(row["n"], row["nb"], grid[0], grid[1], rank_count, usable)
+
+    if write_hpl_dat or write_hpccinf:
+        n_all = min(r["n"] for r in rows)
+        inp = HplInput(ns=[n_all], nbs=nbs, grids=[grid])
+        if write_hpl_dat:
+            write_hpl_dat.write_text(render_hpl_dat(inp))
+        if write_hpccinf:
+            inp.device_out = 8
+            write_hpccinf.write_text(render_hpccinf(inp))
+
+    if as_json:
+        print(json.dumps({"nodes": nodes, "memory_per_node_bytes": per_node, "usable_bytes": usable,
+                          "fraction": fraction, "ranks": rank_count, "layout": lay.__dict__,
+                          "grids": [f"{a}x{b}" for a, b in grid_list], "rpeak_gflops": rpeak,
+                          "efficiency": eff, "rows": rows}, indent=2))
+        return
+    title = (f"HPL plan: {nodes} node(s) x {format_bytes(per_node)}, "
+             + (f"N from a {time_budget} budget" if time_budget else f"fraction {fraction} of memory")
+             + " — N = floor(sqrt(f*M/8)/NB)*NB")
+    table = Table(title=title, title_justify="left")
+    for col in ("NB", "N", "matrix", "% of memory", "est. HPL time"):
+        table.add_column(col, justify="right")
+    for r in rows:
+        table.add_row(str(r["nb"]), str(r["n"]), format_bytes(r["matrix_bytes"]),
+                      f"{100 * r['memory_fraction']:.1f}%",
+                      f"{r['estimated_s']:.0f} s" if r["estimated_s"] else "?")
+    console.print(table)
+    console.print(f"Layout [bold]{lay.name}[/]: {rank_count} ranks x {lay.threads_per_rank} thread(s); "
+                  f"grids (best first): {', '.join(f'{a}x{b}' for a, b in grid_list)}")
+    if rpeak:
+        console.print(f"Rpeak {rpeak:.1f} Gflop/s; time estimates assume {eff:.0%} efficiency.")
+    for path in (write_hpl_dat, write_hpccinf):
+        if path:
+            console.print(f"wrote {path}")
+
+
+def _learned_efficiency(info) -> float | None:
+    """Median Rmax/Rpeak of valid stored HPL results on this system, if any."""
+    from clusterbench.cli.app import open_store
+
+    rpeak = info.rpeak_total_gflops
+    if not rpeak or info.software is None and info.memory is None:
+        return None
+    try:
+        with open_store() as store:
+            rows = store.metric_rows("hpl_gflops", system_id=info.fingerprint(), valid_only=True)
+    except Exception:  # noqa: BLE001 - an unreadable store must not stop planning
+        return None
+    values = sorted(r["value"] / rpeak for r in rows)
+    return values[len(values) // 2] if values else None

@@ -1,0 +1,158 @@
+"""`clusterbench run`: characterise this machine end to end within a time budget."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from clusterbench.cli.app import app, console, open_store
+from clusterbench.cli.plan_cmd import LayoutName
+from clusterbench.cli.system_cmd import positive
+
+
+@app.command()
+def run(
+    budget: Annotated[str, typer.Option(help="Time budget for the suite (90s, 2m, 1h).")] = "2m",
+    full: Annotated[bool, typer.Option(
+        "--full", help="List-grade run: HPL N fills 80% of memory (long: minutes to hours).")] = False,
+    n: Annotated[int | None, typer.Option("--n", help="HPL problem size (overrides the budget).")] = None,
+    nb: Annotated[int, typer.Option("--nb", help="HPL block size.")] = 192,
+    layout: Annotated[LayoutName, typer.Option(help="Rank/thread layout.")] = LayoutName.mpi,
+    xhpl: Annotated[str | None, typer.Option(
+        help="Also run this standalone xhpl (or $CLUSTERBENCH_XHPL) at the planned N.")] = None,
+    flops_per_cycle: Annotated[int | None, typer.Option(help="Override DP flops/cycle/core.")] = None,
+    frequency: Annotated[float | None, typer.Option(help="Override nominal frequency (MHz).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Plan and print, run nothing.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Discover this machine, run HPCC sized to the budget, store everything, summarise."""
+    from clusterbench.bench.hpl import find_xhpl
+    from clusterbench.suite.characterise import plan_suite, run_suite
+    from clusterbench.system.discover import discover
+    from clusterbench.units import format_duration, parse_duration
+
+    budget_s = parse_duration(budget, "--budget")
+    positive(n, "--n")
+    positive(nb, "--nb")
+    positive(flops_per_cycle, "--flops-per-cycle")
+    positive(frequency, "--frequency")
+    info = discover(flops_per_cycle, frequency)
+    xhpl_path = find_xhpl(xhpl) if xhpl else None
+    with open_store() as store:
+        plan = plan_suite(info, store, budget_s, full=full, n=n, nb=nb, layout_name=layout.value,
+                          xhpl=xhpl_path)
+        if not as_json:
+            console.print(
+                f"[bold]Plan[/]: HPCC with N={plan.n} NB={plan.nb} P x Q={plan.p}x{plan.q}, "
+                f"{plan.layout.ranks} rank(s) x {plan.layout.threads_per_rank} thread(s) "
+                f"({plan.layout.name}); {escape(plan.reason)}; "
+                f"estimated {format_duration(plan.estimate_s)}")
+        if dry_run:
+            return
+        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                      TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                      console=console, transient=True, disable=as_json) as progress:
+            task = progress.add_task("hpcc", total=plan.estimate_s)
+            offset = {"hpcc": 0.0, "xhpl": 0.0}
+            last = {"name": "hpcc", "elapsed": 0.0}
+
+            def tick(name: str, elapsed: float, where: str | None) -> None:
+                if name != last["name"]:
+                    offset[name] = last["elapsed"] + offset[last["name"]]
+                    last["name"] = name
+                last["elapsed"] = elapsed
+                done = offset[name] + elapsed
+                total = max(plan.estimate_s, done * 1.05)
+                progress.update(task, completed=done, total=total,
+                                description=f"{name}: {where or 'starting'}")
+
+            result = run_suite(info, store, plan, tick)
+        summary = summarise(info, result, str(store.path))
+    if as_json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print_summary(summary)
+    if not any(r.valid for r in result.runs):
+        raise typer.Exit(1)
+
+
+def summarise(info, result, db_path: str) -> dict:
+    """Every figure of the summary, each from the stored runs of this suite."""
+    plan = result.plan
+    rpeak = info.rpeak_total_gflops
+    best = result.rmax()
+
+    def val(name: str) -> float | None:
+        m = result.metric(name)
+        return m.value if m else None
+
+    out = {
+        "system": {"host": info.topology.hostname, "cpu": info.topology.model_name,
+                   "cores": info.topology.cores_total, "sockets": info.topology.sockets,
+                   "memory_bytes": info.memory_bytes(), "fingerprint": info.fingerprint()},
+        "rpeak_gflops": rpeak,
+        "rpeak_derivation": info.peak.derivation(),
+        "rmax_gflops": best[0].value if best else None,
+        "rmax_run": best[1] if best else None,
+        "efficiency": (best[0].value / rpeak) if best and rpeak else None,
+        "hpl": (best[0].labels | {"layout": plan.layout.name, "ranks": plan.layout.ranks,
+                                  "threads": plan.layout.threads_per_rank}) if best else None,
+        "dgemm_gflops": {"single": val("SingleDGEMM_Gflops"), "star_per_rank": val("StarDGEMM_Gflops")},
+        "stream_gbs": {kind: {op: val(f"{kind.capitalize()}STREAM_{op}")
+                              for op in ("Copy", "Scale", "Add", "Triad")}
+                       for kind in ("single", "star")},
+        "pingpong": {"latency_us_min": val("MinPingPongLatency_usec"),
+                     "latency_us_avg": val("AvgPingPongLatency_usec"),
+                     "bandwidth_gbs_max": val("MaxPingPongBandwidth_GBytes"),
+                     "bandwidth_gbs_avg": val("AvgPingPongBandwidth_GBytes")},
+        "runs": [{"id": r.id, "status": r.status, "valid": r.valid, "reason": r.reason,
+                  "duration_s": round(r.duration_s, 2), "workdir": str(r.workdir)} for r in result.runs],
+        "database": db_path,
+    }
+    return out
+
+
+def _fmt(v: float | None, unit: str, digits: int = 2) -> str:
+    return "n/a" if v is None else f"{v:.{digits}f} {unit}"
+
+
+def print_summary(s: dict) -> None:
+    t = Table(title="clusterbench: this machine", show_header=False, title_justify="left")
+    t.add_column(style="bold")
+    t.add_column()
+    sysd = s["system"]
+    t.add_row("System", escape(f"{sysd['host']}: {sysd['cpu']}, {sysd['sockets']} socket(s), "
+                               f"{sysd['cores']} cores"))
+    t.add_row("Rpeak", escape(f"{_fmt(s['rpeak_gflops'], 'Gflop/s')}  ({s['rpeak_derivation']})"))
+    hpl = s["hpl"]
+    if hpl:
+        t.add_row("Rmax (HPL)", f"{_fmt(s['rmax_gflops'], 'Gflop/s')}  N={hpl['n']} NB={hpl['nb']} "
+                                f"P x Q={hpl['p']}x{hpl['q']} {hpl['tv']}, {hpl['ranks']} rank(s) x "
+                                f"{hpl['threads']} thread(s) ({hpl['layout']})")
+    else:
+        t.add_row("Rmax (HPL)", "[red]no valid HPL result[/]")
+    eff = s["efficiency"]
+    if eff is not None:
+        note = ("  [yellow](above nominal Rpeak: the cores run faster than their nominal clock)[/]"
+                if eff > 1 else "")
+        t.add_row("Efficiency", f"{100 * eff:.1f}% of Rpeak{note}")
+    d = s["dgemm_gflops"]
+    t.add_row("DGEMM", f"single {_fmt(d['single'], 'Gflop/s')}, star {_fmt(d['star_per_rank'], 'Gflop/s')} per rank")
+    for kind in ("single", "star"):
+        st = s["stream_gbs"][kind]
+        t.add_row(f"STREAM ({kind})", ", ".join(f"{op} {_fmt(v, 'GB/s')}" for op, v in st.items()))
+    pp = s["pingpong"]
+    t.add_row("Ping-pong latency", f"{_fmt(pp['latency_us_min'], 'us', 3)} min, "
+                                   f"{_fmt(pp['latency_us_avg'], 'us', 3)} avg")
+    t.add_row("Ping-pong bandwidth", f"{_fmt(pp['bandwidth_gbs_max'], 'GB/s')} max, "
+                                     f"{_fmt(pp['bandwidth_gbs_avg'], 'GB/s')} avg")
+    for r in s["runs"]:
+        status = "[green]valid[/]" if r["valid"] else f"[red]{r['status']}[/]: {escape(r['reason'] or '')}"
+        t.add_row("Run", f"{r['id']} ({status}, {r['duration_s']:.1f} s)")
+    t.add_row("Stored in", escape(s["database"]))
+    console.print(t)

@@ -1,0 +1,105 @@
+"""`clusterbench system`: what this node (or a saved topology) is, and its Rpeak."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from clusterbench.cli.app import app, console
+from clusterbench.units import format_bytes
+
+
+def positive(value: float | None, name: str) -> float | None:
+    from clusterbench.errors import UserInputError
+
+    if value is not None and value <= 0:
+        raise UserInputError(f"{name} must be positive, got {value}")
+    return value
+
+
+@app.command()
+def system(
+    from_file: Annotated[str | None, typer.Option(
+        "--from", help="Read a saved topology instead of this machine: hwloc XML, hwloc synthetic "
+                       "string, lscpu -J, lscpu -p or plain lscpu output.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")] = False,
+    flops_per_cycle: Annotated[int | None, typer.Option(
+        help="Override the DP flops per cycle per core used for Rpeak.")] = None,
+    frequency: Annotated[float | None, typer.Option(
+        help="Override the nominal core frequency in MHz used for Rpeak.")] = None,
+    nodes: Annotated[int, typer.Option(help="Number of identical nodes, for total Rpeak.")] = 1,
+) -> None:
+    """Discover CPU, NUMA, caches, memory, MPI, BLAS and benchmarks; derive Rpeak."""
+    from clusterbench.system.discover import discover, system_from_file
+
+    positive(flops_per_cycle, "--flops-per-cycle")
+    positive(frequency, "--frequency")
+    positive(nodes, "--nodes")
+    if from_file:
+        info = system_from_file(from_file, flops_per_cycle, frequency, nodes)
+    else:
+        info = discover(flops_per_cycle, frequency, nodes)
+    if as_json:
+        print(json.dumps(info.to_dict() | {"fingerprint": info.fingerprint()}, indent=2))
+        return
+    print_system(info)
+
+
+def print_system(info) -> None:
+    t = info.topology
+    table = Table(title=f"System ({escape(t.source)})", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+    rows = [
+        ("Host", t.hostname or "-"),
+        ("CPU", f"{t.model_name or 'unknown model'} ({t.architecture or '?'})"),
+        ("Layout", f"{t.sockets} socket(s) x {t.cores_per_socket} cores x {t.threads_per_core} "
+                   f"thread(s) = {t.cores_total} cores, {t.pus_total} hardware threads"),
+        ("NUMA", "; ".join(f"node {d.os_index}: CPUs {_cpus(d.cpus)}"
+                           + (f" ({format_bytes(d.memory_bytes)})" if d.memory_bytes else "")
+                           for d in t.numa)),
+        ("Caches", ", ".join(f"{c.name} {format_bytes(c.size_bytes)} x{c.instances}" for c in t.caches)
+         or "-"),
+    ]
+    if t.accelerators:
+        rows.append(("Accelerators", ", ".join(t.accelerators)))
+    if info.memory:
+        rows.append(("Memory", f"{format_bytes(info.memory.total_bytes)} total, "
+                               f"{format_bytes(info.memory.available_bytes)} available (/proc/meminfo)"))
+    elif info.memory_bytes():
+        rows.append(("Memory", f"{format_bytes(info.memory_bytes())} (hwloc NUMA sum)"))
+    p = info.peak
+    rows += [
+        ("Flops/cycle/core", f"{p.flops_per_cycle or '?'} ({p.flops_reason})"),
+        ("Frequency", f"{p.frequency_mhz:.0f} MHz ({p.frequency_source})" if p.frequency_mhz else
+         "unknown (give --frequency)"),
+        ("Rpeak per node", f"{info.rpeak_node_gflops:.2f} Gflop/s" if info.rpeak_node_gflops else "unknown"),
+        ("Rpeak total", f"{info.rpeak_total_gflops:.2f} Gflop/s over {info.nodes} node(s)"
+         if info.rpeak_total_gflops else "unknown"),
+        ("Derivation", p.derivation()),
+    ]
+    sw = info.software
+    if sw:
+        blas = sw.blas
+        rows += [
+            ("OS / kernel", f"{sw.os} / {sw.kernel}"),
+            ("MPI", f"{sw.mpi.label} ({sw.mpi.mpirun or 'no mpirun'})"),
+            ("BLAS", f"{blas.variant or 'none'} -> {blas.alternative or '-'}"),
+            ("BLAS variants", ", ".join(blas.variants) or "none installed"),
+            ("Compiler", sw.compilers.get("cc") or "not found"),
+            ("Benchmarks", ", ".join(f"{k}" for k, v in sw.binaries.items() if v) or "none found"),
+            ("Missing", ", ".join(k for k, v in sw.binaries.items() if not v) or "-"),
+        ]
+    for k, v in rows:
+        table.add_row(k, escape(str(v)))
+    console.print(table)
+
+
+def _cpus(cpus: list[int]) -> str:
+    from clusterbench.system.topology import compress_cpulist
+
+    return compress_cpulist(cpus)

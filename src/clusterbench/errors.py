@@ -1,0 +1,30 @@
+"""Errors that the CLI turns into a clear message and an exit code.
+
+A `UserInputError` means the user asked for something that cannot work (bad option value,
+a problem that does not fit in memory, a missing binary). It is raised *before* anything
+runs, and the CLI exits with code 2 after printing what, where and how to fix it.
+"""
+
+from __future__ import annotations
+
+
+class UserInputError(Exception):
+    """Bad input: printed as `error: <what>` plus an optional hint, exit code 2."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, hint: str | None = None, where: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.where = where
+
+    def __str__(self) -> str:
+        text = f"{self.where}: {self.message}" if self.where else self.message
+        if self.hint:
+            text += f"\nhint: {self.hint}"
+        return text
+
+
+class MissingToolError(UserInputError):
+    """A required program (mpirun, hpcc, ...) is not installed."""

@@ -1,0 +1,199 @@
+"""Software facts of a node: memory, OS, MPI, BLAS, compilers and benchmark binaries.
+
+These go into the system fingerprint stored with every run, so that two results can be
+compared knowing whether the BLAS or the MPI underneath changed. Each probe is cheap (a file
+read or one short subprocess) and never fails discovery: a probe that cannot answer says
+so in its value.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import platform
+import re
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+# Benchmark binaries clusterbench drives, with the hint printed when one is missing.
+BENCHMARK_BINARIES = {
+    "hpcc": "apt-get install hpcc",
+    "xhpl": "build it with `clusterbench build hpl` or put your xhpl on PATH",
+    "xhpcg": "build HPCG 3.x from its official source and put xhpcg on PATH",
+    "IMB-MPI1": "build the Intel MPI Benchmarks (IMB) and put IMB-MPI1 on PATH",
+    "osu_latency": "build the OSU Micro-Benchmarks and put osu_latency on PATH",
+    "osu_bw": "build the OSU Micro-Benchmarks and put osu_bw on PATH",
+    "stream": "compile stream.c (McCalpin) and put it on PATH as `stream`",
+    "iperf3": "apt-get install iperf3",
+}
+TOOLS = {
+    "mpirun": "apt-get install openmpi-bin libopenmpi-dev",
+    "mpicc": "apt-get install libopenmpi-dev",
+    "cc": "apt-get install build-essential",
+    "lstopo-no-graphics": "apt-get install hwloc",
+}
+
+
+@dataclass
+class Memory:
+    total_bytes: int
+    available_bytes: int
+    source: str = "/proc/meminfo"
+
+
+def read_meminfo(path: str = "/proc/meminfo") -> Memory:
+    """MemTotal and MemAvailable. hwloc can under-report NUMA memory in VMs, this cannot."""
+    values: dict[str, int] = {}
+    for line in Path(path).read_text().splitlines():
+        m = re.match(r"(\w+):\s+(\d+)\s*kB", line)
+        if m:
+            values[m.group(1)] = int(m.group(2)) * 1024
+    total = values["MemTotal"]
+    return Memory(total, values.get("MemAvailable", values.get("MemFree", total)), path)
+
+
+def _first_line(cmd: list[str], timeout: float = 5) -> str | None:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    text = (out.stdout or out.stderr).strip()
+    return text.splitlines()[0].strip() if text else None
+
+
+@dataclass
+class MpiInfo:
+    implementation: str | None
+    version: str | None
+    mpirun: str | None
+    mpicc: str | None
+
+    @property
+    def label(self) -> str:
+        if not self.mpirun:
+            return "not found"
+        return f"{self.implementation or 'unknown MPI'} {self.version or ''}".strip()
+
+
+def parse_mpirun_version(text: str) -> tuple[str | None, str | None]:
+    """'mpirun (Open MPI) 4.1.4' / 'HYDRA build details: Version: 4.0.2' / Intel MPI."""
+    m = re.search(r"\(Open MPI\)\s+([\w.\-]+)", text)
+    if m:
+        return "Open MPI", m.group(1)
+    m = re.search(r"Intel\(R\) MPI Library.*?Version\s+([\w.]+)", text, re.S)
+    if m:
+        return "Intel MPI", m.group(1)
+    m = re.search(r"HYDRA build details:\s*Version:\s*([\w.]+)", text, re.S)
+    if m:
+        return "MPICH", m.group(1)
+    return None, None
+
+
+def detect_mpi() -> MpiInfo:
+    mpirun = shutil.which("mpirun")
+    impl = version = None
+    if mpirun:
+        try:
+            out = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=10)
+            impl, version = parse_mpirun_version(out.stdout + out.stderr)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    return MpiInfo(impl, version, mpirun, shutil.which("mpicc"))
+
+
+def multiarch_triplet() -> str:
+    machine = platform.machine()
+    return {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu",
+            "ppc64le": "powerpc64le-linux-gnu", "riscv64": "riscv64-linux-gnu"}.get(
+        machine, f"{machine}-linux-gnu")
+
+
+@dataclass
+class BlasInfo:
+    """Which libblas.so.3 a plain `-lblas` program loads, and which variants exist."""
+
+    alternative: str | None  # resolved path of the libblas.so.3 alternative
+    variant: str | None  # e.g. openblas-pthread, blis-openmp
+    variants: dict[str, str] = field(default_factory=dict)  # variant -> directory
+    ldconfig: list[str] = field(default_factory=list)
+
+
+def variant_of_path(path: str | None) -> str | None:
+    """'/usr/lib/x86_64-linux-gnu/openblas-serial/libblas.so.3' -> 'openblas-serial'."""
+    if not path:
+        return None
+    parent = os.path.basename(os.path.dirname(path))
+    if parent.endswith("-linux-gnu") or parent in ("lib", "lib64"):
+        return "reference" if "blas" in os.path.basename(path) else None
+    return parent
+
+
+def detect_blas(libdir: str | None = None) -> BlasInfo:
+    libdir = libdir or f"/usr/lib/{multiarch_triplet()}"
+    variants = {
+        os.path.basename(os.path.dirname(p)): os.path.dirname(p)
+        for p in sorted(glob.glob(os.path.join(libdir, "*", "libblas.so.3")))
+    }
+    link = os.path.join(libdir, "libblas.so.3")
+    resolved = os.path.realpath(link) if os.path.exists(link) else None
+    alt = f"/etc/alternatives/libblas.so.3-{multiarch_triplet()}"
+    alternative = os.path.realpath(alt) if os.path.exists(alt) else resolved
+    # The alternative points at the variant's libblas.so.3, itself maybe a link to the .so.
+    chosen = os.readlink(alt) if os.path.islink(alt) else alternative
+    ld = []
+    out = _ldconfig_blas()
+    if out:
+        ld = out
+    return BlasInfo(alternative, variant_of_path(chosen), variants, ld)
+
+
+def _ldconfig_blas() -> list[str]:
+    ldconfig = shutil.which("ldconfig") or "/sbin/ldconfig"
+    try:
+        out = subprocess.run([ldconfig, "-p"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return sorted({line.split("=>")[-1].strip() for line in out.splitlines()
+                   if re.search(r"lib(open)?blas\S*\.so|libblis", line)})
+
+
+def os_release(path: str = "/etc/os-release") -> str:
+    try:
+        text = Path(path).read_text()
+    except OSError:
+        return platform.platform()
+    m = re.search(r'^PRETTY_NAME="?([^"\n]*)"?', text, re.M)
+    return m.group(1) if m else platform.platform()
+
+
+def find_binaries(names: dict[str, str] | None = None) -> dict[str, str | None]:
+    return {name: shutil.which(name) for name in (names or BENCHMARK_BINARIES)}
+
+
+@dataclass
+class Software:
+    os: str
+    kernel: str
+    mpi: MpiInfo
+    blas: BlasInfo
+    compilers: dict[str, str | None]
+    binaries: dict[str, str | None]
+    python: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def detect_software() -> Software:
+    cc = shutil.which("cc")
+    return Software(
+        os=os_release(),
+        kernel=platform.release(),
+        mpi=detect_mpi(),
+        blas=detect_blas(),
+        compilers={"cc": _first_line([cc, "--version"]) if cc else None},
+        binaries=find_binaries(),
+        python=platform.python_version(),
+    )
