@@ -53,6 +53,10 @@ def run(
                 f"({plan.layout.name}); {escape(plan.reason)}; "
                 f"estimated {format_duration(plan.estimate_s)}")
         if dry_run:
+            if as_json:
+                print(json.dumps({"n": plan.n, "nb": plan.nb, "p": plan.p, "q": plan.q,
+                                  "layout": plan.layout.__dict__, "estimate_s": plan.estimate_s,
+                                  "reason": plan.reason, "xhpl": plan.xhpl}, indent=2))
             return
         with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                       TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),

@@ -3,9 +3,9 @@
 HPCC sizes all its tests from the HPL matrix, so its duration is HPL's solve time
 (2/3 N^3 flops at some efficiency of Rpeak) plus everything else, which grows with the
 memory touched. Measured here on a 2-core Zen 3 VM: 7.8 s at N=4000, 39 s at N=8000, 149 s
-at N=13440, of which HPL took 0.6, 4.4 and 19 s: the rest grows about as 1.5e-8 to 2.2e-8 x N^2.4 (RandomAccess tables
-grow in powers of two, so it steps); the default takes the upper value
-seconds. That coefficient is only a default: after a stored run on the same system, the
+at N=13440, of which HPL took 0.6, 4.4 and 19 s. The rest grows about as c x N^2.4 seconds
+with c between 1.5e-8 and 2.2e-8 (RandomAccess tables grow in powers of two, so it steps);
+the default takes the upper value. That coefficient is only a default: after a stored run on the same system, the
 observed one is used instead.
 """
 

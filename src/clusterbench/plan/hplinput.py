@@ -68,7 +68,7 @@ def render_hpl_dat(inp: HplInput) -> str:
         _line(len(inp.grids), "# of process grids (P x Q)"),
         _line(ps, "Ps"),
         _line(qs, "Qs"),
-        _line(f"{inp.threshold:.1f}", "threshold"),
+        _line(f"{inp.threshold:g}" if inp.threshold < 0.1 else f"{inp.threshold:.1f}", "threshold"),
         _line(len(inp.pfacts), "# of panel fact"),
         _line(inp.pfacts, "PFACTs (0=left, 1=Crout, 2=Right)"),
         _line(len(inp.nbmins), "# of recursive stopping criterium"),

@@ -197,7 +197,7 @@ def from_hwloc_synthetic(text: str, source: str = "hwloc-synthetic") -> Topology
     counts = [n for _, n, _ in levels]
     names = [name for name, _, _ in levels]
     total_cores = 1
-    for name, n, _ in levels[:-1]:
+    for _, n, _ in levels[:-1]:
         total_cores *= n
     smt = levels[-1][1]
     linux_numbering = "indexes=core" in levels[-1][2]
@@ -222,7 +222,7 @@ def from_hwloc_synthetic(text: str, source: str = "hwloc-synthetic") -> Topology
         return [sorted(p for c in cores[i:i + size] for p in c) for i in range(0, total_cores, size)]
 
     caches = []
-    for name, n, attrs in levels:
+    for name, _, attrs in levels:
         m = re.fullmatch(r"l(\d)([id]?)", name)
         if m:
             size = re.search(r"size=(\d+)([KMG]?B?)", attrs)

@@ -1,0 +1,41 @@
+"""A small Python API over the results store, returning pandas DataFrames.
+
+    >>> from clusterbench import api
+    >>> api.metrics(name="hpl_gflops", valid_only=True)   # one row per stored value
+
+Every row carries its run id, so any figure can be traced back to its run directory.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from clusterbench.store.db import Store
+
+
+def runs(db: str | Path | None = None, benchmark: str | None = None,
+         campaign: str | None = None, status: str | None = None) -> pd.DataFrame:
+    """One row per run; params/env/tags decoded into dicts."""
+    with Store(db) as store:
+        rows = [dict(r) for r in store.runs(benchmark=benchmark, campaign=campaign, status=status)]
+    for r in rows:
+        for key in ("params", "env", "launcher", "tags", "facts"):
+            r[key] = json.loads(r[key]) if r.get(key) else {}
+    return pd.DataFrame(rows)
+
+
+def metrics(db: str | Path | None = None, name: str | None = None, benchmark: str | None = None,
+            valid_only: bool = False) -> pd.DataFrame:
+    """One row per metric value, joined with its run; parameters spread into columns."""
+    with Store(db) as store:
+        rows = [dict(r) for r in store.metric_rows(name=name, benchmark=benchmark, valid_only=valid_only)]
+    records = []
+    for r in rows:
+        params = json.loads(r.pop("params"))
+        labels = json.loads(r.pop("labels"))
+        r["tags"] = json.loads(r["tags"])
+        records.append(r | {f"param.{k}": v for k, v in params.items()} | {f"label.{k}": v for k, v in labels.items()})
+    return pd.DataFrame(records)

@@ -1,0 +1,119 @@
+"""`clusterbench run` end to end with the real mpirun and the real hpcc (tiny N)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from clusterbench.bench.hpcc import Hpcc
+from clusterbench.plan.hpl import layouts
+from clusterbench.store.db import Store
+from clusterbench.suite.executor import execute
+from conftest import cli, cli_json
+
+pytestmark = pytest.mark.skipif(not (shutil.which("hpcc") and shutil.which("mpirun")),
+                                reason="needs hpcc and mpirun (make setup installs them)")
+
+
+def _raw_gflops(path: Path) -> list[float]:
+    """Gflops as HPL itself printed them, read independently of the parser."""
+    text = path.read_text()
+    return [float(m.group(1)) for m in re.finditer(r"^WR\S+(?:\s+\d+){4}\s+\S+\s+(\S+)\s*$", text, re.M)]
+
+
+def test_run_stores_and_reports_hpl_best(isolated_db):
+    s = cli_json("run", "--n", "1920", "--nb", "96", "--json")
+    (run,) = s["runs"]
+    assert run["valid"] and run["status"] == "ok"
+    raw = _raw_gflops(Path(run["workdir"]) / "hpccoutf.txt")
+    assert raw and s["rmax_gflops"] == max(raw)
+    assert s["hpl"]["n"] == 1920 and s["hpl"]["nb"] == 96 and (s["hpl"]["p"], s["hpl"]["q"]) == (1, 2)
+    # sanity ranges, never exact speeds: this machine is noisy
+    assert 0 < s["rmax_gflops"] < 2 * s["rpeak_gflops"]
+    assert 0 < s["efficiency"] < 2
+    assert s["dgemm_gflops"]["single"] > 0 and s["dgemm_gflops"]["star_per_rank"] > 0
+    assert all(v and v > 0 for v in s["stream_gbs"]["single"].values())
+    assert 0 < s["pingpong"]["latency_us_min"] < 1000
+    # the stored figure is the one printed, and the raw output is kept in the database
+    con = sqlite3.connect(isolated_db)
+    stored = con.execute("SELECT max(value) FROM metrics WHERE run_id=? AND name='hpl_gflops' AND valid=1",
+                         (run["id"],)).fetchone()[0]
+    assert stored == max(raw)
+    blob = con.execute("SELECT content FROM artifacts WHERE run_id=? AND name='hpccoutf.txt'",
+                       (run["id"],)).fetchone()[0]
+    assert b"End of Summary section." in blob
+    row = con.execute("SELECT command, env, system_id FROM runs WHERE id=?", (run["id"],)).fetchone()
+    assert "hpcc" in row[0] and "-np 2" in row[0]
+    assert json.loads(row[1])["OPENBLAS_NUM_THREADS"] == "1"
+    assert con.execute("SELECT count(*) FROM systems WHERE id=?", (row[2],)).fetchone()[0] == 1
+
+    listed = cli("results")
+    assert listed.returncode == 0 and run["id"] in listed.stdout
+    exported = cli_json("results", "--format", "json", "--metric", "hpl_gflops")
+    assert [r["value"] for r in exported] == [max(raw)]
+    csv_out = cli("results", "--format", "csv")
+    assert csv_out.stdout.splitlines()[0].startswith("run_id,benchmark")
+    detail = cli_json("results", run["id"], "--format", "json")
+    assert {a["name"] for a in detail["artifacts"]} >= {"hpccinf.txt", "hpccoutf.txt"}
+
+
+def test_hybrid_layout(isolated_db):
+    s = cli_json("run", "--n", "1920", "--nb", "96", "--layout", "hybrid-node", "--json")
+    assert s["runs"][0]["valid"]
+    assert (s["hpl"]["ranks"], s["hpl"]["threads"], s["hpl"]["p"], s["hpl"]["q"]) == (1, os.cpu_count(), 1, 1)
+
+
+def test_failed_residual_is_stored_invalid_and_never_rmax(isolated_db):
+    with Store() as store:
+        res = execute(store, Hpcc(1000, 64, 1, 2, layouts(1, 1, 2)["mpi"], threshold=1e-9), None)
+        assert res.status == "invalid" and not res.valid
+        assert "FAILED" in res.reason
+        raw = _raw_gflops(res.workdir / "hpccoutf.txt")
+        assert raw  # HPL did print a rate...
+        assert res.outcome.best("hpl_gflops") is None  # ...but it is never a best result
+        rows = store.metric_rows("hpl_gflops", valid_only=True)
+        assert rows == []
+
+
+def test_budget_planning_fits():
+    plan = cli_json("run", "--budget", "30s", "--dry-run", "--json")
+    assert plan["estimate_s"] <= 30
+    assert plan["n"] % plan["nb"] == 0 and plan["n"] >= plan["nb"]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--budget", "soon"], "invalid --budget"),
+    (["--n", "-5"], "--n"),
+    (["--n", "2000", "--nb", "192"], "not a multiple"),
+    (["--n", "192000"], "needs"),
+    (["--layout", "diagonal"], "diagonal"),
+    (["--xhpl", "/nonexistent/xhpl"], "xhpl not found"),
+])
+def test_bad_input_exit_2_runs_nothing(args, needle, isolated_db):
+    out = cli("run", *args)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert needle in out.stderr
+    if isolated_db.exists():
+        assert sqlite3.connect(isolated_db).execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize("missing,hint", [("hpcc", "apt-get install hpcc"), ("mpirun", "openmpi-bin")])
+def test_missing_binary_exit_2_with_hint(missing, hint, tmp_path, isolated_db):
+    """A PATH holding every needed tool except one."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for tool in ("hpcc", "mpirun", "ldconfig", "cc"):
+        found = shutil.which(tool)
+        if found and tool != missing:
+            (bindir / tool).symlink_to(found)
+    out = cli("run", "--n", "1920", "--nb", "96", env={"PATH": str(bindir)})
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert f"{missing} not found" in out.stderr and hint in out.stderr
+    if isolated_db.exists():
+        assert sqlite3.connect(isolated_db).execute("SELECT count(*) FROM runs").fetchone()[0] == 0
