@@ -5,7 +5,7 @@ Prints the wall time of each and their ratio (target: at most 1.05 for a run of 
 Both sides run the same hpccinf.txt, written by clusterbench's own planner; they alternate
 (A B A B ...) so that drift of this noisy machine hits both, and the medians are compared.
 
-    .venv/bin/python benchmarks/harness_overhead.py [--n 6720] [--nb 192] [--repeats 3]
+    .venv/bin/python benchmarks/harness_overhead.py [--n 4608] [--nb 192] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from clusterbench.system.discover import discover
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=6720)
+    ap.add_argument("--n", type=int, default=4608)
     ap.add_argument("--nb", type=int, default=192)
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()

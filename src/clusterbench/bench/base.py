@@ -11,6 +11,8 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 
 from clusterbench.bench.metrics import Outcome
+from clusterbench.launch.mpirun import MpiLaunch, mpirun_command
+from clusterbench.plan.hpl import Layout
 
 
 class Benchmark(ABC):
@@ -42,3 +44,29 @@ class Benchmark(ABC):
     def progress(self, workdir: Path) -> str | None:
         """A short description of where a running benchmark is (for the progress bar)."""
         return None
+
+
+class MpiBenchmark(Benchmark):
+    """A benchmark started as `mpirun -np R BINARY` with a rank/thread layout.
+
+    Subclasses provide `layout` (plan.hpl.Layout), `binary` and `bind_to`. Ranks that run
+    several threads are not bound to one core (`--bind-to none`), or their threads would share it.
+    """
+
+    layout: Layout
+    binary: str
+    bind_to: str | None
+
+    def env(self) -> dict[str, str]:
+        return self.layout.env()
+
+    def mpi_launch(self) -> MpiLaunch:
+        bind = self.bind_to if self.layout.threads_per_rank == 1 else "none"
+        return MpiLaunch(ranks=self.layout.ranks, env=self.env(), bind_to=bind)
+
+    def command(self) -> list[str]:
+        return mpirun_command(self.mpi_launch(), [self.binary])
+
+    def launcher(self) -> dict:
+        launch = self.mpi_launch()
+        return {"name": "mpirun", "ranks": launch.ranks, "bind_to": launch.bind_to}

@@ -12,11 +12,10 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clusterbench.bench.base import Benchmark
+from clusterbench.bench.base import MpiBenchmark
 from clusterbench.bench.hpcc_output import hpcc_outcome
 from clusterbench.bench.metrics import Outcome
 from clusterbench.errors import MissingToolError
-from clusterbench.launch.mpirun import MpiLaunch, mpirun_command
 from clusterbench.plan.hpl import Layout
 from clusterbench.plan.hplinput import HplInput, render_hpccinf
 
@@ -32,7 +31,7 @@ def find_hpcc(path: str | None = None) -> str:
 
 
 @dataclass
-class Hpcc(Benchmark):
+class Hpcc(MpiBenchmark):
     n: int
     nb: int
     p: int
@@ -56,20 +55,6 @@ class Hpcc(Benchmark):
     def prepare(self, workdir: Path) -> None:
         (workdir / INPUT).write_text(render_hpccinf(self.hpl_input()))
 
-    def env(self) -> dict[str, str]:
-        return self.layout.env()
-
-    def _launch(self) -> MpiLaunch:
-        bind = self.bind_to if self.layout.threads_per_rank == 1 else "none"
-        return MpiLaunch(ranks=self.layout.ranks, env=self.env(), bind_to=bind)
-
-    def command(self) -> list[str]:
-        return mpirun_command(self._launch(), [self.binary])
-
-    def launcher(self) -> dict:
-        launch = self._launch()
-        return {"name": "mpirun", "ranks": launch.ranks, "bind_to": launch.bind_to}
-
     def parse(self, workdir: Path) -> Outcome:
         path = workdir / OUTPUT
         if not path.is_file():
@@ -79,8 +64,11 @@ class Hpcc(Benchmark):
         return hpcc_outcome(path.read_text(errors="replace"))
 
     def progress(self, workdir: Path) -> str | None:
-        try:
-            text = (workdir / OUTPUT).read_text(errors="replace")
+        try:  # only the tail: this runs every second beside busy MPI ranks
+            with open(workdir / OUTPUT, "rb") as f:
+                f.seek(0, 2)
+                f.seek(max(0, f.tell() - 4096))
+                text = f.read().decode(errors="replace")
         except OSError:
             return None
         sections = re.findall(r"Begin of (\w+) section", text)

@@ -7,11 +7,10 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clusterbench.bench.base import Benchmark
+from clusterbench.bench.base import MpiBenchmark
 from clusterbench.bench.hpl_output import hpl_outcome
 from clusterbench.bench.metrics import Outcome
 from clusterbench.errors import MissingToolError
-from clusterbench.launch.mpirun import MpiLaunch, mpirun_command
 from clusterbench.plan.hpl import Layout
 from clusterbench.plan.hplinput import HplInput, render_hpl_dat
 
@@ -26,7 +25,7 @@ def find_xhpl(path: str | None = None) -> str | None:
 
 
 @dataclass
-class Hpl(Benchmark):
+class Hpl(MpiBenchmark):
     input: HplInput
     layout: Layout
     binary: str = field(default_factory=lambda: find_xhpl() or "xhpl")
@@ -43,20 +42,6 @@ class Hpl(Benchmark):
 
     def prepare(self, workdir: Path) -> None:
         (workdir / "HPL.dat").write_text(render_hpl_dat(self.input))
-
-    def env(self) -> dict[str, str]:
-        return self.layout.env()
-
-    def _launch(self) -> MpiLaunch:
-        bind = self.bind_to if self.layout.threads_per_rank == 1 else "none"
-        return MpiLaunch(ranks=self.layout.ranks, env=self.env(), bind_to=bind)
-
-    def command(self) -> list[str]:
-        return mpirun_command(self._launch(), [self.binary])
-
-    def launcher(self) -> dict:
-        launch = self._launch()
-        return {"name": "mpirun", "ranks": launch.ranks, "bind_to": launch.bind_to}
 
     def parse(self, workdir: Path) -> Outcome:
         text = (workdir / "stdout.txt").read_text(errors="replace")

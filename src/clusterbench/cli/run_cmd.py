@@ -63,17 +63,18 @@ def run(
                       console=console, transient=True, disable=as_json) as progress:
             task = progress.add_task("hpcc", total=plan.estimate_s)
             offset = {"hpcc": 0.0, "xhpl": 0.0}
-            last = {"name": "hpcc", "elapsed": 0.0}
+            last = {"name": "hpcc", "elapsed": 0.0, "where": "starting"}
 
             def tick(name: str, elapsed: float, where: str | None) -> None:
                 if name != last["name"]:
                     offset[name] = last["elapsed"] + offset[last["name"]]
                     last["name"] = name
                 last["elapsed"] = elapsed
+                last["where"] = where or last["where"]
                 done = offset[name] + elapsed
                 total = max(plan.estimate_s, done * 1.05)
                 progress.update(task, completed=done, total=total,
-                                description=f"{name}: {where or 'starting'}")
+                                description=f"{name}: {last['where']}")
 
             result = run_suite(info, store, plan, tick)
         summary = summarise(info, result, str(store.path))

@@ -43,7 +43,7 @@ def kill_group(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
 
 
 def run_process(cmd: list[str], cwd: Path, env: dict[str, str], timeout_s: float | None = None,
-                tick: Callable[[float], None] | None = None, tick_every_s: float = 0.5) -> ProcessResult:
+                tick: Callable[[float], None] | None = None, tick_every_s: float = 1.0) -> ProcessResult:
     """Run `cmd` to completion, a timeout, or Ctrl-C; stdout/stderr to cwd/{stdout,stderr}.txt."""
     cwd.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
