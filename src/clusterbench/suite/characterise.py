@@ -38,7 +38,6 @@ class SuitePlan:
     model: HpccTimeModel
     reason: str
     xhpl: str | None = None
-    xhpl_n: int | None = None
 
 
 @dataclass
@@ -46,22 +45,25 @@ class SuiteResult:
     plan: SuitePlan
     runs: list[RunResult] = field(default_factory=list)
 
-    def metric(self, name: str) -> Metric | None:
-        """The best valid value of `name` over the suite's runs."""
-        best = None
-        for run in self.runs:
-            m = run.outcome.best(name)
-            if m and (best is None or (m.value > best.value) == m.higher_is_better):
-                best = m
-        return best
+    def best(self, name: str) -> tuple[Metric, str] | None:
+        """The best valid value of `name` over the suite's runs, with its run id.
 
-    def rmax(self) -> tuple[Metric, str] | None:
+        Failed and timed-out runs have all their metrics marked invalid by the executor, so
+        validity per metric is the only filter needed.
+        """
         best: tuple[Metric, str] | None = None
         for run in self.runs:
-            m = run.outcome.best("hpl_gflops") if run.valid or run.status == "invalid" else None
-            if m and (best is None or m.value > best[0].value):
+            m = run.outcome.best(name)
+            if m and (best is None or (m.value > best[0].value) == m.higher_is_better):
                 best = (m, run.id)
         return best
+
+    def metric(self, name: str) -> Metric | None:
+        found = self.best(name)
+        return found[0] if found else None
+
+    def rmax(self) -> tuple[Metric, str] | None:
+        return self.best("hpl_gflops")
 
 
 def _history(store: Store, system_id: str) -> list[tuple[int, float, float, float]]:
@@ -105,7 +107,6 @@ def plan_suite(system: SystemInfo, store: Store, budget_s: float, full: bool = F
     plan = SuitePlan(n, nb, p, q, layout, model.seconds(n), model, reason)
     if xhpl:
         plan.xhpl = xhpl
-        plan.xhpl_n = n
         plan.estimate_s += model.hpl_seconds(n) + 2
     return plan
 
@@ -121,7 +122,7 @@ def run_suite(system: SystemInfo, store: Store, plan: SuitePlan,
     result.runs.append(execute(store, hpcc, system_id, timeout_s=timeout, tags={"suite": "run"},
                                tick=lambda e, s: tick and tick("hpcc", e, s)))
     if plan.xhpl:
-        hpl = Hpl(HplInput(ns=[plan.xhpl_n or plan.n], nbs=[plan.nb], grids=[(plan.p, plan.q)]),
+        hpl = Hpl(HplInput(ns=[plan.n], nbs=[plan.nb], grids=[(plan.p, plan.q)]),
                   plan.layout, binary=plan.xhpl)
         result.runs.append(execute(store, hpl, system_id, timeout_s=timeout, tags={"suite": "run"},
                                    tick=lambda e, s: tick and tick("xhpl", e, s)))
