@@ -7,17 +7,44 @@ outputs into an `Outcome` (metrics and validity). `artifacts` names the raw outp
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from pathlib import Path
+from typing import ClassVar
 
 from clusterbench.bench.metrics import Outcome
+from clusterbench.bench.params import Param
 from clusterbench.launch.mpirun import MpiLaunch, mpirun_command
 from clusterbench.plan.hpl import Layout
+from clusterbench.system.discover import SystemInfo
 
 
 class Benchmark(ABC):
+    """One benchmark module. Campaigns use the class-level declarations below:
+
+    `parameters` (what a campaign may set), `resolve` (fill in what follows from the others and
+    the node), `from_point` (an instance for one resolved point) and `estimate_s` (a duration
+    guess for plans and ETAs, refined by measured durations).
+    """
+
     name: str = ""
     artifacts: tuple[str, ...] = ("stdout.txt", "stderr.txt")
+    parameters: ClassVar[tuple[Param, ...]] = ()
+    open_parameters: ClassVar[bool] = False  # accept undeclared scalar parameters (templates)
+    uses_blas: ClassVar[bool] = False  # record which BLAS library the processes loaded
+    blas: str | None = None  # the variant asked for, when the run chose one
+
+    @classmethod
+    def resolve(cls, point: dict, system: SystemInfo) -> None:
+        """Complete a checked parameter point in place (ranks, grid, ...). Raise UserInputError."""
+
+    @classmethod
+    def from_point(cls, point: dict) -> Benchmark:
+        raise NotImplementedError(f"{cls.name} cannot be run from a campaign")
+
+    @classmethod
+    def estimate_s(cls, point: dict, system: SystemInfo) -> float | None:
+        return None
 
     @abstractmethod
     def params(self) -> dict:
@@ -56,17 +83,26 @@ class MpiBenchmark(Benchmark):
     layout: Layout
     binary: str
     bind_to: str | None
+    map_by: str | None = None
+    blas_dir: str | None = None  # put first on LD_LIBRARY_PATH to load this BLAS variant
+    uses_blas = True
 
     def env(self) -> dict[str, str]:
-        return self.layout.env()
+        env = self.layout.env()
+        if self.blas_dir:
+            rest = os.environ.get("LD_LIBRARY_PATH", "")
+            env["LD_LIBRARY_PATH"] = self.blas_dir + (os.pathsep + rest if rest else "")
+        return env
 
     def mpi_launch(self) -> MpiLaunch:
-        bind = self.bind_to if self.layout.threads_per_rank == 1 else "none"
-        return MpiLaunch(ranks=self.layout.ranks, env=self.env(), bind_to=bind)
+        bind = self.bind_to
+        if self.layout.threads_per_rank > 1 and bind == "core":
+            bind = "none"  # several threads bound to one core would share it
+        return MpiLaunch(ranks=self.layout.ranks, env=self.env(), bind_to=bind, map_by=self.map_by)
 
     def command(self) -> list[str]:
         return mpirun_command(self.mpi_launch(), [self.binary])
 
     def launcher(self) -> dict:
         launch = self.mpi_launch()
-        return {"name": "mpirun", "ranks": launch.ranks, "bind_to": launch.bind_to}
+        return {"name": "mpirun", "ranks": launch.ranks, "bind_to": launch.bind_to, "map_by": launch.map_by}

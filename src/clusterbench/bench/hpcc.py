@@ -15,9 +15,32 @@ from pathlib import Path
 from clusterbench.bench.base import MpiBenchmark
 from clusterbench.bench.hpcc_output import hpcc_outcome
 from clusterbench.bench.metrics import Outcome
+from clusterbench.bench.params import REQUIRED, Param
+from clusterbench.bench.placement import MPI_PARAMS, available_rpeak, placement_fields, resolve_grid, resolve_placement
 from clusterbench.errors import MissingToolError
-from clusterbench.plan.hpl import Layout
+from clusterbench.plan.budget import HpccTimeModel
+from clusterbench.plan.hpl import Layout, check_problem
 from clusterbench.plan.hplinput import HplInput, render_hpccinf
+from clusterbench.system.discover import SystemInfo
+
+HPL_PARAMS = (
+    Param("n", int, REQUIRED, "HPL problem size N (the matrix is N x N doubles)", minimum=1),
+    Param("nb", int, 192, "HPL block size NB", minimum=1),
+    Param("p", int, None, "process grid rows (default: squarest grid of the ranks)", minimum=1),
+    Param("q", int, None, "process grid columns", minimum=1),
+    *MPI_PARAMS,
+    Param("threshold", float, 16.0, "HPL residual threshold", minimum=0),
+    Param("binary", str, None, "path of the benchmark binary (default: found on PATH)"),
+)
+
+
+def resolve_hpl_point(point: dict, system: SystemInfo) -> None:
+    """Placement and grid for HPL-like benchmarks; refuse a matrix that would not fit."""
+    resolve_placement(point, system)
+    resolve_grid(point)
+    memory = system.memory_bytes()
+    check_problem(point["n"], point["nb"], point["p"], point["q"], point["ranks"],
+                  memory * point["nodes"] if memory else None, require_multiple=False)
 
 OUTPUT = "hpccoutf.txt"
 INPUT = "hpccinf.txt"
@@ -40,13 +63,32 @@ class Hpcc(MpiBenchmark):
     binary: str = field(default_factory=find_hpcc)
     bind_to: str | None = "core"
     threshold: float = 16.0  # HPL's residual threshold; lowering it makes the check fail
+    map_by: str | None = None
+    blas: str | None = None
+    blas_dir: str | None = None
     name: str = "hpcc"
     artifacts: tuple[str, ...] = (INPUT, OUTPUT, "stdout.txt", "stderr.txt")
+    parameters = HPL_PARAMS
+
+    @classmethod
+    def resolve(cls, point: dict, system: SystemInfo) -> None:
+        resolve_hpl_point(point, system)
+
+    @classmethod
+    def from_point(cls, point: dict) -> Hpcc:
+        return cls(n=point["n"], nb=point["nb"], p=point["p"], q=point["q"],
+                   binary=find_hpcc(point.get("binary")), threshold=point["threshold"],
+                   **placement_fields(point))
+
+    @classmethod
+    def estimate_s(cls, point: dict, system: SystemInfo) -> float | None:
+        rpeak = available_rpeak(point, system)
+        return HpccTimeModel(rpeak).seconds(point["n"]) if rpeak else None
 
     def params(self) -> dict:
         return {"n": self.n, "nb": self.nb, "p": self.p, "q": self.q, "layout": self.layout.name,
                 "ranks": self.layout.ranks, "threads": self.layout.threads_per_rank,
-                "threshold": self.threshold}
+                "threshold": self.threshold, "bind_to": self.bind_to, "blas": self.blas}
 
     def hpl_input(self) -> HplInput:
         return HplInput(ns=[self.n], nbs=[self.nb], grids=[(self.p, self.q)], device_out=8,

@@ -8,11 +8,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusterbench.bench.base import MpiBenchmark
+from clusterbench.bench.hpcc import HPL_PARAMS, resolve_hpl_point
 from clusterbench.bench.hpl_output import hpl_outcome
 from clusterbench.bench.metrics import Outcome
+from clusterbench.bench.placement import available_rpeak, placement_fields
 from clusterbench.errors import MissingToolError
-from clusterbench.plan.hpl import Layout
+from clusterbench.plan.budget import DEFAULT_EFFICIENCY, STARTUP_S
+from clusterbench.plan.hpl import Layout, hpl_flops
 from clusterbench.plan.hplinput import HplInput, render_hpl_dat
+from clusterbench.system.discover import SystemInfo
 
 
 def find_xhpl(path: str | None = None) -> str | None:
@@ -30,15 +34,38 @@ class Hpl(MpiBenchmark):
     layout: Layout
     binary: str = field(default_factory=lambda: find_xhpl() or "xhpl")
     bind_to: str | None = "core"
+    map_by: str | None = None
+    blas: str | None = None
+    blas_dir: str | None = None
     name: str = "hpl"
     artifacts: tuple[str, ...] = ("HPL.dat", "stdout.txt", "stderr.txt")
+    parameters = HPL_PARAMS
+
+    @classmethod
+    def resolve(cls, point: dict, system: SystemInfo) -> None:
+        resolve_hpl_point(point, system)
+
+    @classmethod
+    def from_point(cls, point: dict) -> Hpl:
+        binary = find_xhpl(point.get("binary"))
+        if not binary:
+            raise MissingToolError("xhpl not found (campaign benchmark 'hpl')",
+                                   hint="set binary: /path/to/xhpl, $CLUSTERBENCH_XHPL, or put xhpl on PATH")
+        inp = HplInput(ns=[point["n"]], nbs=[point["nb"]], grids=[(point["p"], point["q"])],
+                       threshold=point["threshold"])
+        return cls(input=inp, binary=binary, **placement_fields(point))
+
+    @classmethod
+    def estimate_s(cls, point: dict, system: SystemInfo) -> float | None:
+        rpeak = available_rpeak(point, system)
+        return STARTUP_S + hpl_flops(point["n"]) / (rpeak * 1e9 * DEFAULT_EFFICIENCY) if rpeak else None
 
     def params(self) -> dict:
         inp = self.input
         single = {"n": inp.ns, "nb": inp.nbs, "grids": [f"{p}x{q}" for p, q in inp.grids]}
         flat = {k: (v[0] if len(v) == 1 else v) for k, v in single.items()}
         return flat | {"layout": self.layout.name, "ranks": self.layout.ranks,
-                       "threads": self.layout.threads_per_rank}
+                       "threads": self.layout.threads_per_rank, "bind_to": self.bind_to, "blas": self.blas}
 
     def prepare(self, workdir: Path) -> None:
         (workdir / "HPL.dat").write_text(render_hpl_dat(self.input))

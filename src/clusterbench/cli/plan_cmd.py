@@ -28,7 +28,8 @@ class LayoutName(str, Enum):
 
 @app.command()
 def plan(
-    target: Annotated[str, typer.Argument(help="What to plan: `hpl`.")],
+    target: Annotated[str, typer.Argument(
+        help="`hpl` for the HPL calculator, or a campaign file for a dry run of its runs.")],
     nodes: Annotated[int, typer.Option(help="Number of nodes.")] = 1,
     memory: Annotated[str | None, typer.Option(
         help="Memory per node (4GiB, 16GB, ...). Default: MemTotal of this machine.")] = None,
@@ -52,7 +53,7 @@ def plan(
     write_hpccinf: Annotated[Path | None, typer.Option(help="Write an hpccinf.txt here.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")] = False,
 ) -> None:
-    """Plan HPL: N for each NB from memory or time, P x Q grids, layouts; write input files."""
+    """Plan HPL (N per NB, grids, layouts, input files), or list a campaign file's runs and time."""
     from clusterbench.plan import hpl as H
     from clusterbench.plan.hplinput import HplInput, render_hpccinf, render_hpl_dat
     from clusterbench.plan.ranges import parse_int_values
@@ -60,7 +61,12 @@ def plan(
     from clusterbench.units import format_bytes, parse_duration, parse_size
 
     if target != "hpl":
-        raise UserInputError(f"unknown plan target {target!r}", hint="use `clusterbench plan hpl`")
+        if not Path(target).is_file():
+            raise UserInputError(f"unknown plan target {target!r}: neither `hpl` nor a campaign file",
+                                 hint="clusterbench plan hpl, or clusterbench plan examples/nb-sweep.yaml")
+        from clusterbench.cli.campaign_cmd import plan_campaign
+
+        return plan_campaign(Path(target), as_json)
     if nodes <= 0:
         raise UserInputError(f"--nodes must be positive, got {nodes}")
     if not 0 < fraction <= 1:

@@ -89,15 +89,19 @@ def layouts(nodes: int, sockets: int, cores_per_socket: int) -> dict[str, Layout
 
 
 def check_problem(n: int, nb: int, p: int, q: int, ranks: int,
-                  available_bytes: int | None, headroom: float = 0.10) -> None:
-    """Refuse, before anything runs, a problem HPL would reject or that would swap."""
+                  available_bytes: int | None, headroom: float = 0.10, require_multiple: bool = True) -> None:
+    """Refuse, before anything runs, a problem HPL would reject or that would swap.
+
+    HPL itself accepts an N that is not a multiple of NB (the last block is partial); the
+    planner insists on it because a partial block wastes work, campaigns may relax it.
+    """
     if n <= 0 or nb <= 0:
         raise UserInputError(f"N and NB must be positive (N={n}, NB={nb})")
     if p * q != ranks:
         options = ", ".join(f"{a}x{b}" for a, b in grids(ranks))
         raise UserInputError(f"P x Q = {p}x{q} = {p * q} does not equal the {ranks} MPI ranks",
                              hint=f"grids for {ranks} ranks: {options}")
-    if n % nb:
+    if require_multiple and n % nb:
         lower = n // nb * nb
         raise UserInputError(f"N={n} is not a multiple of NB={nb}",
                              hint=f"use N={lower} or N={lower + nb}")

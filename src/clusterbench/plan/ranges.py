@@ -1,4 +1,8 @@
-"""Integer value lists as users write them: '32..256:8', '64,128,192', '1..8', '2^4..2^10'."""
+"""Integer value lists as users write them: '32..256:8', '64,128,192', '1..8', '1..4194304:*2'.
+
+A step written `*k` multiplies instead of adding: message sizes and node counts usually grow
+in powers of two.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,12 @@ import re
 
 from clusterbench.errors import UserInputError
 
-_RANGE = re.compile(r"^\s*(\d+)\s*\.\.\s*(\d+)\s*(?::\s*(\d+))?\s*$")
+_RANGE = re.compile(r"^\s*(\d+)\s*\.\.\s*(\d+)\s*(?::\s*(\*)?\s*(\d+))?\s*$")
+
+
+def is_range(text: object) -> bool:
+    return isinstance(text, str) and all(_RANGE.match(p) or p.strip().isdigit() for p in text.split(",")) \
+        and ".." in text
 
 
 def parse_int_values(text: str | int, what: str = "value") -> list[int]:
@@ -20,12 +29,19 @@ def parse_int_values(text: str | int, what: str = "value") -> list[int]:
             continue
         m = _RANGE.match(part)
         if m:
-            lo, hi, step = int(m.group(1)), int(m.group(2)), int(m.group(3) or 1)
-            if step <= 0 or hi < lo:
+            lo, hi, geometric, step = int(m.group(1)), int(m.group(2)), m.group(3), int(m.group(4) or 1)
+            if hi < lo or step <= 0 or (geometric and (step < 2 or lo < 1)):
                 raise UserInputError(
-                    f"invalid {what} range {part!r}: need start <= end and a positive step",
-                    hint="write a range as START..END[:STEP], e.g. 32..256:8")
-            values.extend(range(lo, hi + 1, step))
+                    f"invalid {what} range {part!r}: need start <= end and a positive step "
+                    "(a *factor of at least 2 from a start of at least 1)",
+                    hint="write a range as START..END[:STEP] or START..END:*FACTOR, e.g. 32..256:8, 1..1024:*2")
+            if geometric:
+                v = lo
+                while v <= hi:
+                    values.append(v)
+                    v *= step
+            else:
+                values.extend(range(lo, hi + 1, step))
         elif part.isdigit():
             values.append(int(part))
         else:

@@ -69,6 +69,13 @@ CREATE TABLE IF NOT EXISTS metrics (
 );
 CREATE INDEX IF NOT EXISTS metrics_run ON metrics(run_id);
 CREATE INDEX IF NOT EXISTS metrics_name ON metrics(name);
+CREATE TABLE IF NOT EXISTS campaigns (
+    name TEXT PRIMARY KEY,
+    path TEXT,
+    description TEXT,
+    spec TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS artifacts (
     run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
     name TEXT NOT NULL,
@@ -166,6 +173,14 @@ class Store:
             "INSERT OR IGNORE INTO systems (id, hostname, facts, info, created_at) VALUES (?,?,?,?,?)",
             (system_id, hostname, json.dumps(facts, sort_keys=True), json.dumps(info), now_iso()))
 
+    def save_campaign(self, name: str, path: str | None, spec: str, description: str = "") -> None:
+        """The campaign file as it was when run: the provenance of its runs."""
+        self.conn.execute(
+            "INSERT INTO campaigns (name, path, description, spec, updated_at) VALUES (?,?,?,?,?)"
+            " ON CONFLICT(name) DO UPDATE SET path=excluded.path, description=excluded.description,"
+            " spec=excluded.spec, updated_at=excluded.updated_at",
+            (name, path, description, spec, now_iso()))
+
     def begin_run(self, rec: RunRecord) -> None:
         """Record a run as 'running' (replacing an unfinished attempt with the same id)."""
         with self.transaction() as c:
@@ -216,6 +231,13 @@ class Store:
         if limit:
             sql += f" LIMIT {int(limit)}"
         return self.conn.execute(sql, args).fetchall()
+
+    def campaign_counts(self) -> list[sqlite3.Row]:
+        return self.conn.execute(
+            "SELECT campaign, COUNT(*) AS runs, SUM(status='ok') AS ok, SUM(status='invalid') AS invalid,"
+            " SUM(status='failed') AS failed, SUM(status='timeout') AS timeout,"
+            " SUM(status IN ('running','interrupted')) AS unfinished, MAX(started_at) AS last"
+            " FROM runs WHERE campaign IS NOT NULL GROUP BY campaign ORDER BY last DESC").fetchall()
 
     def metrics(self, run_id: str) -> list[sqlite3.Row]:
         return self.conn.execute("SELECT * FROM metrics WHERE run_id=? ORDER BY id", (run_id,)).fetchall()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from clusterbench.bench.base import Benchmark
 from clusterbench.bench.metrics import Outcome
+from clusterbench.launch import libtrace
 from clusterbench.launch.process import run_process
 from clusterbench.store.db import RunRecord, Store, relevant_env
 
@@ -42,15 +44,23 @@ def new_run_id(benchmark: str) -> str:
 def execute(store: Store, bench: Benchmark, system_id: str | None, run_id: str | None = None,
             campaign: str | None = None, repeat: int = 0, timeout_s: float | None = None,
             tags: dict | None = None, nodes: str | None = None,
-            tick: Callable[[float, str | None], None] | None = None) -> RunResult:
+            tick: Callable[[float, str | None], None] | None = None, params: dict | None = None,
+            extra_env: dict[str, str] | None = None) -> RunResult:
+    """Run `bench` once and store it. `params` (default: bench.params()) is what is recorded;
+    `extra_env` is added on top of the benchmark's own environment (campaign `env:`)."""
     run_id = run_id or new_run_id(bench.name)
     workdir = store.runs_dir / run_id
-    workdir.mkdir(parents=True, exist_ok=True)
+    if workdir.exists():  # a previous, unfinished attempt: start clean
+        shutil.rmtree(workdir)
+    workdir.mkdir(parents=True)
     bench.prepare(workdir)
     cmd = bench.command()
-    env = dict(os.environ) | bench.env()
+    env = dict(os.environ) | bench.env() | (extra_env or {})
+    if bench.uses_blas:
+        env |= libtrace.trace_env(workdir)
     record = RunRecord(
-        id=run_id, benchmark=bench.name, params=bench.params(), campaign=campaign, repeat=repeat,
+        id=run_id, benchmark=bench.name, params=params if params is not None else bench.params(),
+        campaign=campaign, repeat=repeat,
         command=shlex.join(cmd), workdir=str(workdir), env=relevant_env(env),
         launcher=bench.launcher(), system_id=system_id, nodes=nodes or os.uname().nodename,
         tags=tags or {})
@@ -62,6 +72,8 @@ def execute(store: Store, bench: Benchmark, system_id: str | None, run_id: str |
             tick(elapsed, bench.progress(workdir))
 
     artifacts = [workdir / name for name in bench.artifacts]
+    if bench.uses_blas:
+        artifacts.append(workdir / "libraries.txt")
     try:
         proc = run_process(cmd, workdir, env, timeout_s, on_tick)
     except BaseException:
@@ -70,6 +82,8 @@ def execute(store: Store, bench: Benchmark, system_id: str | None, run_id: str |
         raise
 
     outcome = bench.parse(workdir)
+    if bench.uses_blas:
+        _check_blas(bench, libtrace.collect(workdir), outcome)
     if proc.timed_out:
         status, reason = "timeout", f"killed after the {timeout_s:.0f} s timeout"
         outcome.invalidate(reason)
@@ -84,7 +98,20 @@ def execute(store: Store, bench: Benchmark, system_id: str | None, run_id: str |
             m.valid = False
     store.finish_run(run_id, status, outcome.valid, reason if not outcome.valid else None,
                      proc.exit_code, proc.duration_s, outcome.metrics, artifacts, outcome.facts)
+    (workdir / "run.json").write_text(json.dumps(
+        record.__dict__ | {"status": status, "valid": outcome.valid, "reason": reason,
+                           "duration_s": proc.duration_s, "facts": outcome.facts}, indent=2, default=str))
     return RunResult(run_id, status, outcome.valid, reason, proc.duration_s, workdir, outcome)
+
+
+def _check_blas(bench: Benchmark, loaded: libtrace.LoadedLibraries, outcome: Outcome) -> None:
+    """Record the BLAS the processes loaded; a run that loaded another one than asked is invalid."""
+    outcome.facts |= loaded.facts()
+    wanted = bench.blas
+    if wanted and wanted != "default" and loaded.by_process:
+        got = loaded.blas_variants()
+        if wanted not in got:
+            outcome.invalidate(f"asked for BLAS {wanted} but the processes loaded {', '.join(got) or 'none'}")
 
 
 def _stderr_tail(workdir: Path, lines: int = 3) -> str:

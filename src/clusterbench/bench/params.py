@@ -1,0 +1,66 @@
+"""Declared benchmark parameters: name, type, default, limits, and the check of a value.
+
+Each benchmark module lists its parameters as `Param`s. Campaign files are checked against
+these declarations before anything runs, so a misspelt parameter or a negative N is an error
+naming the file, line and field, not a crash an hour into a sweep.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from clusterbench.errors import UserInputError
+
+REQUIRED = object()
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    kind: type  # int, float, str, bool, list
+    default: Any = None  # None: optional, derived by the benchmark when absent; REQUIRED: must be given
+    help: str = ""
+    choices: tuple[str, ...] | None = None
+    minimum: float | None = None
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+    def check(self, value: Any) -> Any:
+        """The value converted to this parameter's type, or a UserInputError saying why not."""
+        kind_name = self.kind.__name__
+        if self.kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        elif self.kind is int and isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if not isinstance(value, self.kind) or (self.kind is int and isinstance(value, bool)):
+            raise UserInputError(f"{self.name} must be {_article(kind_name)} {kind_name}, got {value!r}")
+        if self.choices is not None and value not in self.choices:
+            raise UserInputError(f"{self.name} must be one of {', '.join(self.choices)}; got {value!r}")
+        if self.minimum is not None and value < self.minimum:
+            raise UserInputError(f"{self.name} must be at least {self.minimum:g}, got {value!r}")
+        return value
+
+
+def _article(word: str) -> str:
+    return "an" if word[0] in "aeiou" else "a"
+
+
+def check_point(params: tuple[Param, ...], point: dict[str, Any], benchmark: str) -> dict[str, Any]:
+    """Unknown names refused, values type-checked, declared defaults filled in."""
+    declared = {p.name: p for p in params}
+    for name in point:
+        if name not in declared:
+            raise UserInputError(f"{benchmark} has no parameter {name!r}",
+                                 hint=f"{benchmark} parameters: " + ", ".join(declared))
+    checked: dict[str, Any] = {}
+    for p in params:
+        if p.name in point and point[p.name] is not None:
+            checked[p.name] = p.check(point[p.name])
+        elif p.required:
+            raise UserInputError(f"{benchmark} needs the parameter {p.name!r}", hint=p.help or None)
+        elif p.default is not None:
+            checked[p.name] = p.default
+    return checked

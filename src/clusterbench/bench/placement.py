@@ -1,0 +1,115 @@
+"""Ranks, threads, grid, binding and BLAS variant of an MPI benchmark, from a few parameters.
+
+A campaign says `layout: mpi` or `layout: hybrid-node` and, optionally, `blas:`. From the
+node's topology this module works out the rest the way the HPL FAQ and the published studies
+do it:
+
+- `mpi`: one rank per core, each bound to its core, a serial BLAS (threads would fight the
+  other ranks for cores);
+- `hybrid-socket`: one rank per socket bound to the socket, `OMP_NUM_THREADS` = cores per
+  socket, a threaded BLAS;
+- `hybrid-node`: one rank per node, not bound, `OMP_NUM_THREADS` = cores per node, a threaded BLAS.
+
+The BLAS is chosen per run without root: Debian installs each variant's `libblas.so.3` in its
+own directory (openblas-serial, openblas-openmp, openblas-pthread, blis-openmp, ...), and putting
+that directory first on `LD_LIBRARY_PATH` makes the dynamic loader pick it. Which library was
+really loaded is checked at run time (see launch/libtrace.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from clusterbench.bench.params import Param
+from clusterbench.errors import UserInputError
+from clusterbench.plan.hpl import Layout, grids, layouts
+from clusterbench.system.discover import SystemInfo
+
+LAYOUT_NAMES = ("mpi", "hybrid-socket", "hybrid-node")
+BIND_CHOICES = ("core", "socket", "numa", "none")
+DEFAULT_BLAS = "default"  # whatever libblas.so.3 the system alternative points at
+
+MPI_PARAMS = (
+    Param("layout", str, "mpi", "rank/thread layout: mpi, hybrid-socket or hybrid-node",
+          choices=LAYOUT_NAMES),
+    Param("nodes", int, 1, "number of nodes", minimum=1),
+    Param("ranks", int, None, "MPI ranks (default: from the layout)", minimum=1),
+    Param("threads", int, None, "threads per rank (default: from the layout)", minimum=1),
+    Param("bind_to", str, None, "binding: core, socket, numa or none (default: from the layout)",
+          choices=BIND_CHOICES),
+    Param("blas", str, None, "BLAS variant directory (openblas-serial, blis-openmp, ...) or 'default'"),
+)
+
+
+def blas_variants() -> dict[str, str]:
+    from clusterbench.system.software import detect_blas
+
+    return detect_blas().variants
+
+
+def default_blas_for(threads: int, variants: dict[str, str]) -> str:
+    """Serial BLAS for one thread per rank, a threaded one otherwise, if installed."""
+    wanted = ("openblas-serial",) if threads == 1 else ("openblas-openmp", "openblas-pthread", "blis-openmp")
+    for name in wanted:
+        if name in variants:
+            return name
+    return DEFAULT_BLAS
+
+
+def resolve_placement(point: dict, system: SystemInfo, variants: dict[str, str] | None = None) -> None:
+    """Fill ranks, threads, bind_to and blas of a checked point (in place) from the node."""
+    topo = system.topology
+    nodes = point.get("nodes", 1)
+    sockets = max(topo.sockets, 1)
+    base = layouts(nodes, sockets, max(topo.cores_total // sockets, 1))[point.get("layout", "mpi")]
+    ranks = point.get("ranks") or base.ranks
+    threads = point.get("threads") or max(base.threads_per_rank * base.ranks // ranks, 1)
+    default_bind = {"mpi": "core", "hybrid-socket": "socket", "hybrid-node": "none"}[base.name]
+    bind = point.get("bind_to") or (default_bind if threads == 1 or base.name != "mpi" else "none")
+    variants = blas_variants() if variants is None else variants
+    blas = point.get("blas") or default_blas_for(threads, variants)
+    if blas != DEFAULT_BLAS and blas not in variants:
+        known = ", ".join(sorted(variants)) or "none installed"
+        raise UserInputError(f"BLAS variant {blas!r} is not installed on this machine",
+                             hint=f"installed variants: {known}; or use 'default'")
+    point.update(ranks=ranks, threads=threads, bind_to=bind, blas=blas)
+
+
+def placement_fields(point: dict) -> dict:
+    """The placement keyword arguments of an MpiBenchmark, from a resolved point."""
+    name, nodes, ranks = point["layout"], point.get("nodes", 1), point["ranks"]
+    blas = point.get("blas") or DEFAULT_BLAS
+    return {
+        "layout": Layout(name, ranks, point["threads"], max(ranks // nodes, 1)),
+        "bind_to": point["bind_to"],
+        "map_by": {"hybrid-socket": "socket", "hybrid-node": "node"}.get(name),
+        "blas": blas,
+        "blas_dir": None if blas == DEFAULT_BLAS else blas_variants().get(blas),
+    }
+
+
+def resolve_grid(point: dict, ethernet: bool = False) -> None:
+    """P x Q from the rank count when not given (squarest grid), and checked when given."""
+    ranks = point["ranks"]
+    p, q = point.get("p"), point.get("q")
+    if p is None and q is None:
+        point["p"], point["q"] = grids(ranks, ethernet)[0]
+    elif p is None or q is None:
+        given = p or q
+        if ranks % given:
+            raise UserInputError(f"{'p' if p else 'q'}={given} does not divide the {ranks} ranks")
+        point["p"], point["q"] = (given, ranks // given) if p else (ranks // given, given)
+    elif p * q != ranks:
+        options = ", ".join(f"{a}x{b}" for a, b in grids(ranks))
+        raise UserInputError(f"P x Q = {p}x{q} = {p * q} does not equal the {ranks} MPI ranks",
+                             hint=f"grids for {ranks} ranks: {options}")
+
+
+def available_rpeak(point: dict, system: SystemInfo) -> float | None:
+    """Rpeak (Gflop/s) of the cores a resolved point actually uses, for time estimates."""
+    rpeak = system.rpeak_node_gflops
+    if not rpeak:
+        return None
+    nodes = point.get("nodes", 1)
+    share = point["ranks"] * point["threads"] / max(system.topology.cores_total * nodes, 1)
+    return rpeak * nodes * min(share, 1.0)

@@ -1,0 +1,146 @@
+"""Execute a campaign's runs: skip what is stored, run the rest, survive any interruption.
+
+Every finished run is committed by the executor before the next starts, so Ctrl-C, SIGTERM,
+`kill -9` or a power cut lose at most the run in flight. Run ids are deterministic, so the
+next `campaign run` of the same file skips every run already finished (ok, invalid, failed or
+timed out) and redoes only unfinished ones. A failed or timed-out run is a result too
+(recorded with its reason); `retry_failed` runs those again.
+
+Runs go repeat-major (all configurations, then all again), and `spread_s` spaces those rounds
+over time, as the STFC cloud study did with cron to average out noisy neighbours.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from clusterbench.campaign.expand import PlannedRun
+from clusterbench.store.db import Store
+from clusterbench.suite.executor import RunResult, execute
+
+FINISHED = ("ok", "invalid", "failed", "timeout")
+
+
+class Reporter(Protocol):
+    def start(self, pending: list[PlannedRun], done: int, eta: Eta) -> None: ...
+    def run_started(self, run: PlannedRun) -> None: ...
+    def tick(self, run: PlannedRun, elapsed: float, detail: str | None) -> None: ...
+    def run_finished(self, run: PlannedRun, result: RunResult, eta: Eta) -> None: ...
+    def waiting(self, seconds: float, reason: str) -> None: ...
+
+
+@dataclass
+class Eta:
+    """Remaining time from the planned estimates, corrected by how long finished runs took.
+
+    Estimates are scaled by (sum of measured durations / sum of their estimates) over the runs
+    already done; runs of a benchmark without an estimate take the mean measured duration of
+    its finished runs in the same block.
+    """
+
+    pending: dict[str, PlannedRun]
+    measured: list[tuple[PlannedRun, float]] = field(default_factory=list)
+
+    def add(self, run: PlannedRun, seconds: float) -> None:
+        self.pending.pop(run.id, None)
+        self.measured.append((run, seconds))
+
+    def ratio(self) -> float:
+        pairs = [(d, r.estimate_s) for r, d in self.measured if r.estimate_s]
+        return sum(d for d, _ in pairs) / sum(e for _, e in pairs) if pairs else 1.0
+
+    def seconds(self) -> float | None:
+        """None while some pending run has neither an estimate nor a measured sibling."""
+        ratio, total = self.ratio(), 0.0
+        for run in self.pending.values():
+            if run.estimate_s is not None:
+                total += run.estimate_s * ratio
+                continue
+            same = [d for r, d in self.measured if r.block == run.block and r.benchmark == run.benchmark]
+            if not same:
+                return None
+            total += sum(same) / len(same)
+        return total
+
+
+@dataclass
+class CampaignOutcome:
+    total: int
+    skipped: int
+    results: list[RunResult] = field(default_factory=list)
+
+    def count(self, status: str) -> int:
+        return sum(1 for r in self.results if r.status == status)
+
+
+def finished_ids(store: Store, runs: list[PlannedRun], retry_failed: bool = False) -> set[str]:
+    statuses = ("ok", "invalid") if retry_failed else FINISHED
+    ids = [r.id for r in runs]
+    done: set[str] = set()
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        rows = store.conn.execute(
+            f"SELECT id FROM runs WHERE status IN ({','.join('?' * len(statuses))})"
+            f" AND id IN ({','.join('?' * len(chunk))})", (*statuses, *chunk)).fetchall()
+        done.update(row[0] for row in rows)
+    return done
+
+
+def learned_durations(store: Store, runs: list[PlannedRun]) -> list[tuple[PlannedRun, float]]:
+    """Durations of this campaign's runs finished earlier, so a resumed ETA starts informed."""
+    by_id = {r.id: r for r in runs}
+    rows = store.conn.execute(
+        "SELECT id, duration_s FROM runs WHERE campaign=? AND duration_s IS NOT NULL AND status IN ('ok','invalid')",
+        (runs[0].campaign,)).fetchall() if runs else []
+    return [(by_id[row[0]], row[1]) for row in rows if row[0] in by_id]
+
+
+def run_campaign(store: Store, runs: list[PlannedRun], system_id: str | None, reporter: Reporter,
+                 spread_s: float | None = None, retry_failed: bool = False) -> CampaignOutcome:
+    done = finished_ids(store, runs, retry_failed)
+    pending = [r for r in runs if r.id not in done]
+    eta = Eta({r.id: r for r in pending}, learned_durations(store, runs))
+    outcome = CampaignOutcome(total=len(runs), skipped=len(done))
+    reporter.start(pending, len(done), eta)
+    rounds = max((r.repeat for r in runs), default=0) + 1
+    interval = spread_s / rounds if spread_s else 0.0
+    t0 = time.monotonic()
+    first_round = pending[0].repeat if pending else 0
+    with signals_as_interrupt():
+        for run in pending:
+            if interval:
+                wait = t0 + (run.repeat - first_round) * interval - time.monotonic()
+                if wait > 0:
+                    reporter.waiting(wait, f"--spread: repeat {run.repeat + 1} of {rounds}")
+                    time.sleep(wait)
+            bench = run.bench_class().from_point(run.params)
+            reporter.run_started(run)
+            result = execute(store, bench, system_id, run_id=run.id, campaign=run.campaign,
+                             repeat=run.repeat, timeout_s=run.timeout_s, tags=run.tags | {"block": run.block},
+                             tick=lambda elapsed, detail, run=run: reporter.tick(run, elapsed, detail),
+                             params=run.params, extra_env=run.env)
+            outcome.results.append(result)
+            eta.add(run, result.duration_s)
+            reporter.run_finished(run, result, eta)
+    return outcome
+
+
+@contextmanager
+def signals_as_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP (a batch system ending the job, a closed terminal) act like Ctrl-C:
+    the run in flight is killed and recorded as interrupted, everything finished stays."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)

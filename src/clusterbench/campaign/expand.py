@@ -1,0 +1,312 @@
+"""From a campaign to the list of runs: combine the space, derive values, filter, repeat.
+
+For each block: the swept lists are combined (product or zip); fixed and derived parameters
+are added (derived ones in dependency order, so `n: {hpl_n: ...}` sees each NB); the point is
+checked against the benchmark's declared parameters and completed by the benchmark (ranks,
+grid, BLAS); `where` constraints drop points; each survivor becomes `repeats` runs.
+
+A run's id is a hash of the campaign, benchmark, resolved parameters, environment and repeat
+index. The same file expands to the same ids on every invocation, which is what lets a second
+`campaign run` skip what is already stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from clusterbench.bench.base import Benchmark
+from clusterbench.bench.params import Param
+from clusterbench.bench.registry import benchmark_class
+from clusterbench.campaign.spec import BenchmarkBlock, Campaign, CampaignError, CampaignSource, Location
+from clusterbench.errors import UserInputError
+from clusterbench.plan.expr import Expression, substitute
+from clusterbench.plan.hpl import n_for_memory, n_for_time
+from clusterbench.plan.ranges import is_range, parse_int_values
+from clusterbench.system.discover import SystemInfo
+from clusterbench.units import parse_size
+
+HPL_N_OPTIONS = {"fraction", "memory", "seconds", "efficiency", "max"}
+
+
+@dataclass
+class PlannedRun:
+    id: str
+    campaign: str
+    block: str
+    benchmark: str
+    params: dict
+    repeat: int
+    env: dict[str, str] = field(default_factory=dict)
+    timeout_s: float | None = None
+    tags: dict = field(default_factory=dict)
+    estimate_s: float | None = None
+
+    def bench_class(self) -> type[Benchmark]:
+        return benchmark_class(self.benchmark)
+
+
+def run_id(campaign: str, benchmark: str, params: dict, env: dict, repeat: int) -> str:
+    blob = json.dumps([campaign, benchmark, params, env, repeat], sort_keys=True, default=str)
+    return f"{campaign}-{benchmark}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}-r{repeat}"
+
+
+def system_names(system: SystemInfo) -> dict[str, Any]:
+    """Facts of the node that expressions may use."""
+    t = system.topology
+    sockets = max(t.sockets, 1)
+    return {"cores": t.cores_total, "sockets": sockets, "cores_per_socket": t.cores_total // sockets,
+            "pus": t.pus_total, "memory_bytes": system.memory_bytes() or 0,
+            "rpeak": system.rpeak_node_gflops or 0.0}
+
+
+def expand(campaign: Campaign, source: CampaignSource | None, system: SystemInfo) -> list[PlannedRun]:
+    runs: list[PlannedRun] = []
+    seen: set[str] = set()
+    for i, block in enumerate(campaign.benchmarks):
+        for run in _expand_block(campaign, block, ("benchmarks", i), source, system):
+            if run.id not in seen:  # identical points (say, from two blocks) run once
+                seen.add(run.id)
+                runs.append(run)
+    # Repeat-major order: every configuration once before any is repeated, so slow drifts of
+    # the machine (and --spread) touch all configurations alike.
+    order = {id(r): n for n, r in enumerate(runs)}
+    return sorted(runs, key=lambda r: (r.repeat, order[id(r)]))
+
+
+class _Block:
+    """Per-block context so helpers can raise errors pointing into the file."""
+
+    def __init__(self, block: BenchmarkBlock, loc: Location, source: CampaignSource | None):
+        self.block, self.loc, self.source = block, loc, source
+
+    def error(self, message: str, *where: str | int, hint: str | None = None) -> CampaignError:
+        return CampaignError(message, self.source, (*self.loc, *where), hint=hint)
+
+
+def _expand_block(campaign: Campaign, block: BenchmarkBlock, loc: Location,
+                  source: CampaignSource | None, system: SystemInfo) -> list[PlannedRun]:
+    ctx = _Block(block, loc, source)
+    try:
+        cls = benchmark_class(block.benchmark)
+    except UserInputError as exc:
+        raise ctx.error(exc.message, "benchmark", hint=exc.hint) from None
+    declared = {p.name: p for p in cls.parameters}
+    overlap = set(block.params) & set(block.space)
+    if overlap:
+        raise ctx.error(f"{sorted(overlap)[0]!r} is both fixed (params) and swept (space)", "space",
+                        sorted(overlap)[0])
+    for section in ("params", "space"):
+        for name in getattr(block, section):
+            if name not in declared and not cls.open_parameters:
+                raise ctx.error(f"{block.benchmark} has no parameter {name!r}", section, name,
+                                hint=f"{block.benchmark} parameters: " + ", ".join(declared))
+
+    axes = {name: _space_values(ctx, name, raw) for name, raw in block.space.items()}
+    literal, derived = _split_params(ctx, block.params)
+    order = _derivation_order(ctx, derived, set(literal) | set(axes))
+    where = [(k, _expression(ctx, text, "where", k)) for k, text in enumerate(block.where)]
+    env_spec = {k: str(v) for k, v in (campaign.env | block.env).items()}
+    names = system_names(system)
+    defaults = {p.name: p.default for p in cls.parameters if p.default is not None and not p.required}
+
+    runs: list[PlannedRun] = []
+    combos = _combine(ctx, axes)
+    for combo in combos:
+        point = literal | combo
+        for name in order:
+            point[name] = _derive(ctx, name, derived[name], names | defaults | point, system)
+        point = _check(ctx, cls, declared, point)
+        try:
+            cls.resolve(point, system)
+        except CampaignError:
+            raise
+        except UserInputError as exc:
+            raise ctx.error(exc.message, *_origin(block, exc.message), hint=exc.hint) from None
+        scope = names | point
+        if not all(_holds(ctx, k, expr, scope) for k, expr in where):
+            continue
+        env = {key: _substitute(ctx, value, scope, key) for key, value in env_spec.items()}
+        estimate = cls.estimate_s(point, system)
+        repeats = block.repeats or campaign.repeats
+        timeout = block.timeout_s or campaign.timeout_s
+        for r in range(repeats):
+            runs.append(PlannedRun(run_id(campaign.name, block.benchmark, point, env, r), campaign.name,
+                                   block.label, block.benchmark, point, r, env, timeout,
+                                   campaign.tags | block.tags, estimate))
+    if combos and not runs:
+        raise ctx.error(f"the constraints remove all {len(combos)} point(s): nothing would run", "where",
+                        hint="check the where: expressions against the values in space:")
+    return runs
+
+
+def _space_values(ctx: _Block, name: str, raw: Any) -> list:
+    if isinstance(raw, list):
+        if not raw:
+            raise ctx.error("empty list: a swept parameter needs at least one value", "space", name)
+        for k, v in enumerate(raw):
+            if isinstance(v, dict | list):
+                raise ctx.error("swept values must be plain values (number, string, true/false)", "space", name, k)
+        return raw
+    if is_range(raw):
+        try:
+            return parse_int_values(raw, name)
+        except UserInputError as exc:
+            raise ctx.error(exc.message, "space", name, hint=exc.hint) from None
+    if isinstance(raw, dict):
+        raise ctx.error("a swept parameter is a list or a range like 32..256:8; derived values go in params:",
+                        "space", name)
+    return [raw]
+
+
+def _split_params(ctx: _Block, params: dict) -> tuple[dict, dict]:
+    literal, derived = {}, {}
+    for name, raw in params.items():
+        if isinstance(raw, dict) and raw.keys() == {"expr"}:
+            derived[name] = _expression(ctx, raw["expr"], "params", name, "expr")
+        elif isinstance(raw, dict) and raw.keys() == {"hpl_n"}:
+            opts = raw["hpl_n"] or {}
+            if not isinstance(opts, dict):
+                raise ctx.error("hpl_n takes a mapping of options", "params", name, "hpl_n")
+            unknown = set(opts) - HPL_N_OPTIONS
+            if unknown:
+                raise ctx.error(f"unknown hpl_n option {sorted(unknown)[0]!r}", "params", name, "hpl_n",
+                                hint="hpl_n options: " + ", ".join(sorted(HPL_N_OPTIONS)))
+            derived[name] = ("hpl_n", opts)
+        elif isinstance(raw, dict):
+            raise ctx.error("a mapping here must be {expr: '...'} or {hpl_n: {...}}", "params", name,
+                            hint="write a plain value, or derive it: {expr: 'cores // 2'}")
+        elif is_range(raw):
+            raise ctx.error("a range is a sweep: move it to space:", "params", name)
+        else:
+            literal[name] = raw
+    return literal, derived
+
+
+def _expression(ctx: _Block, text: Any, *where: str | int) -> Expression:
+    if not isinstance(text, str):
+        raise ctx.error("an expression must be a string", *where)
+    try:
+        return Expression(text)
+    except UserInputError as exc:
+        raise ctx.error(exc.message, *where, hint=exc.hint) from None
+
+
+def _derivation_order(ctx: _Block, derived: dict, known: set[str]) -> list[str]:
+    """Derived parameters in an order where each one's inputs come first (cycles refused)."""
+    deps = {name: (set(spec.names) if isinstance(spec, Expression) else {"nb", "nodes"}) & set(derived)
+            for name, spec in derived.items()}
+    order: list[str] = []
+    while deps:
+        ready = sorted(n for n, d in deps.items() if not d - set(order))
+        if not ready:
+            name = sorted(deps)[0]
+            raise ctx.error("derived parameters depend on each other in a cycle: " + ", ".join(sorted(deps)),
+                            "params", name)
+        order += ready
+        for n in ready:
+            del deps[n]
+    return order
+
+
+def _derive(ctx: _Block, name: str, spec: Any, scope: dict, system: SystemInfo) -> Any:
+    where = ("params", name)
+    try:
+        if isinstance(spec, Expression):
+            return spec.evaluate(scope)
+        return _hpl_n(spec[1], scope, system)
+    except UserInputError as exc:
+        raise ctx.error(exc.message, *where, hint=exc.hint) from None
+
+
+def _hpl_n(opts: dict, scope: dict, system: SystemInfo) -> int:
+    """N for this point's NB and node count, from memory (fraction) or a solve time (seconds)."""
+    nb = scope.get("nb")
+    if not isinstance(nb, int) or nb <= 0:
+        raise UserInputError("hpl_n needs a positive integer nb in the point")
+    nodes = scope.get("nodes", 1)
+    if "seconds" in opts:
+        rpeak = (system.rpeak_node_gflops or 0) * nodes
+        if rpeak <= 0:
+            raise UserInputError("hpl_n with seconds needs a known Rpeak of the node")
+        n = n_for_time(float(opts["seconds"]), rpeak, float(opts.get("efficiency", 0.75)), nb)
+    else:
+        memory = parse_size(opts["memory"]) if "memory" in opts else system.memory_bytes()
+        if not memory:
+            raise UserInputError("hpl_n needs the node's memory: give memory: 4GiB")
+        n = n_for_memory(memory * nodes, float(opts.get("fraction", 0.8)), nb)
+    if "max" in opts:
+        n = min(n, int(opts["max"]) // nb * nb)
+    if n <= 0:
+        raise UserInputError(f"hpl_n gives N={n} for NB={nb}: too little memory or time")
+    return n
+
+
+def _check(ctx: _Block, cls: type[Benchmark], declared: dict[str, Param], point: dict) -> dict:
+    checked: dict[str, Any] = {}
+    for name, value in point.items():
+        section = "space" if name in ctx.block.space else "params"
+        param = declared.get(name)
+        try:
+            if param:
+                checked[name] = param.check(value)
+            elif isinstance(value, dict | list):
+                raise UserInputError(f"{name} must be a plain value")
+            else:
+                checked[name] = value
+        except UserInputError as exc:
+            raise ctx.error(exc.message, section, name, hint=param.help if param else None) from None
+    for param in cls.parameters:
+        if param.name not in checked:
+            if param.required:
+                raise ctx.error(f"{cls.name} needs the parameter {param.name!r}", "params",
+                                hint=param.help or None)
+            if param.default is not None:
+                checked[param.name] = param.default
+    return checked
+
+
+def _origin(block: BenchmarkBlock, message: str) -> Location:
+    """Point an error from a benchmark's resolve() at the parameter its message names."""
+    for section in ("space", "params"):
+        for name in getattr(block, section):
+            if message.lower().startswith((f"{name} ", f"{name}=")) or f" {name} " in f" {message.lower()} ":
+                return (section, name)
+    return ("benchmark",)
+
+
+def _holds(ctx: _Block, k: int, expr: Expression, scope: dict) -> bool:
+    try:
+        return bool(expr.evaluate(scope))
+    except UserInputError as exc:
+        raise ctx.error(exc.message, "where", k, hint=exc.hint) from None
+
+
+def _substitute(ctx: _Block, value: str, scope: dict, key: str) -> str:
+    try:
+        return substitute(value, scope)
+    except UserInputError as exc:
+        raise ctx.error(exc.message, "env", key, hint=exc.hint) from None
+
+
+def _combine(ctx: _Block, axes: dict[str, list]) -> list[dict]:
+    if not axes:
+        return [{}]
+    names = list(axes)
+    if ctx.block.combine == "zip":
+        lengths = {len(v) for v in axes.values()}
+        if len(lengths) > 1:
+            detail = ", ".join(f"{n}: {len(v)}" for n, v in axes.items())
+            raise ctx.error(f"combine: zip needs lists of equal length ({detail})", "combine")
+        return [dict(zip(names, values, strict=True)) for values in zip(*axes.values(), strict=True)]
+    return [dict(zip(names, values, strict=True)) for values in itertools.product(*axes.values())]
+
+
+def total_estimate(runs: list[PlannedRun]) -> tuple[float, int]:
+    """Sum of the known estimates, and how many runs have none."""
+    known = [r.estimate_s for r in runs if r.estimate_s is not None and math.isfinite(r.estimate_s)]
+    return sum(known), len(runs) - len(known)

@@ -1,0 +1,226 @@
+"""Campaign files: the YAML format, its pydantic models, and errors that name file, line, field.
+
+A campaign is a name, a description, tags and a list of benchmark blocks. Each block names a
+benchmark module, fixes some parameters (`params`), sweeps others (`space`, combined as a
+product or zipped), filters points (`where`), and says how often (`repeats`), how long at most
+(`timeout`) and with which environment (`env`). See docs/campaigns.md.
+
+The YAML is composed node by node so that every value keeps the line it came from; the
+pydantic models check the structure, and the expansion (expand.py) checks the values against
+each benchmark's declared parameters, both reporting `file:line: field: what is wrong`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, field_validator
+
+from clusterbench.errors import UserInputError
+from clusterbench.units import parse_duration
+
+Scalar = str | int | float | bool
+Location = tuple[str | int, ...]
+
+_VALUE_SCHEMA = {
+    "description": "a value; or a derived value {expr: '...'} or {hpl_n: {fraction: 0.8}}",
+    "anyOf": [
+        {"type": ["string", "number", "integer", "boolean"]},
+        {"type": "array"},
+        {"type": "object", "properties": {"expr": {"type": "string"}}, "required": ["expr"],
+         "additionalProperties": False},
+        {"type": "object", "required": ["hpl_n"], "additionalProperties": False,
+         "properties": {"hpl_n": {"type": "object", "additionalProperties": False, "properties": {
+             "fraction": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+             "memory": {"type": "string", "description": "memory per node, e.g. 2GiB (default: MemTotal)"},
+             "seconds": {"type": "number", "description": "size N for this HPL solve time instead"},
+             "efficiency": {"type": "number"},
+             "max": {"type": "integer", "description": "upper bound on N"}}}}},
+    ],
+}
+_SPACE_SCHEMA = {
+    "description": "a list of values, or an integer range '32..256:8' / '1..1048576:*2'",
+    "anyOf": [{"type": "array", "minItems": 1}, {"type": "string"}, {"type": ["number", "integer", "boolean"]}],
+}
+ParamValue = Annotated[Any, WithJsonSchema(_VALUE_SCHEMA)]
+SpaceValue = Annotated[Any, WithJsonSchema(_SPACE_SCHEMA)]
+Duration = Annotated[str | int | float, WithJsonSchema(
+    {"type": ["string", "number"], "description": "seconds, or a duration like 90s, 10m, 2h"})]
+
+
+def _duration(value: str | int | float | None) -> float | None:
+    if value is None:
+        return None
+    seconds = parse_duration(value) if isinstance(value, str) else float(value)
+    if seconds <= 0:
+        raise ValueError("must be a positive duration")
+    return seconds
+
+
+class _Timed(BaseModel):
+    """The per-run `timeout` both a campaign (default) and a block (override) may set."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    timeout: Duration | None = Field(None, description="per-run limit; the whole process tree is killed")
+
+    @field_validator("timeout")
+    @classmethod
+    def _positive(cls, value: Any) -> Any:
+        _duration(value)
+        return value
+
+    @property
+    def timeout_s(self) -> float | None:
+        return _duration(self.timeout)
+
+
+class BenchmarkBlock(_Timed):
+    """One benchmark module swept over a parameter space."""
+
+    benchmark: str = Field(description="benchmark module: hpcc, hpl, command, ...")
+    name: str | None = Field(None, description="label of this block (default: the benchmark name)")
+    description: str = ""
+    params: dict[str, ParamValue] = Field(default_factory=dict, description="fixed or derived parameters")
+    space: dict[str, SpaceValue] = Field(default_factory=dict, description="swept parameters")
+    combine: Literal["product", "zip"] = Field("product", description="product of all lists, or zip them")
+    where: list[str] = Field(default_factory=list, description="constraints, e.g. 'p <= q'")
+    repeats: int | None = Field(None, ge=1, description="runs per point (default: the campaign's, else 1)")
+    env: dict[str, Scalar] = Field(default_factory=dict, description="environment; '{name}' is replaced")
+    tags: dict[str, Scalar] = Field(default_factory=dict)
+
+    @field_validator("where", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    @property
+    def label(self) -> str:
+        return self.name or self.benchmark
+
+
+class Campaign(_Timed):
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+                      description="identifies the campaign in the store; letters, digits, - _ .")
+    description: str = ""
+    tags: dict[str, Scalar] = Field(default_factory=dict, description="stored with every run")
+    repeats: int = Field(1, ge=1, description="default runs per point")
+    env: dict[str, Scalar] = Field(default_factory=dict, description="environment for every run")
+    benchmarks: list[BenchmarkBlock] = Field(min_length=1)
+
+
+class CampaignError(UserInputError):
+    """A campaign problem located in its file: `file:line: field: message`."""
+
+    def __init__(self, message: str, source: CampaignSource | None, loc: Location = (), hint: str | None = None):
+        field = _dotted(loc)
+        where = source.where(loc) if source else None
+        super().__init__(f"{field}: {message}" if field else message, hint=hint, where=where)
+        self.loc = loc
+
+
+class CampaignSource:
+    """The file a campaign came from and the line of every key and list item in it."""
+
+    def __init__(self, path: str, lines: dict[Location, int]):
+        self.path = path
+        self.lines = lines
+
+    def line(self, loc: Location) -> int | None:
+        loc = tuple(loc)
+        while loc:
+            if loc in self.lines:
+                return self.lines[loc]
+            loc = loc[:-1]
+        return self.lines.get(())
+
+    def where(self, loc: Location) -> str:
+        line = self.line(loc)
+        return f"{self.path}:{line}" if line else self.path
+
+
+def _dotted(loc: Location) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def load_campaign(path: str | Path) -> tuple[Campaign, CampaignSource]:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise UserInputError(f"cannot read campaign file {path}: {exc.strerror}") from None
+    return parse_campaign(text, str(path))
+
+
+def parse_campaign(text: str, path: str = "<campaign>") -> tuple[Campaign, CampaignSource]:
+    data, lines = _compose(text, path)
+    source = CampaignSource(path, lines)
+    if not isinstance(data, dict):
+        raise CampaignError("a campaign file must be a mapping with name: and benchmarks:", source)
+    try:
+        return Campaign.model_validate(data), source
+    except ValidationError as exc:
+        raise _first_error(exc, source) from None
+
+
+def _first_error(exc: ValidationError, source: CampaignSource) -> CampaignError:
+    err = exc.errors()[0]
+    loc = tuple(err["loc"])
+    more = f" (and {exc.error_count() - 1} more problem(s))" if exc.error_count() > 1 else ""
+    if err["type"] == "extra_forbidden":
+        model = Campaign if len(loc) == 1 else BenchmarkBlock
+        return CampaignError(f"unknown key{more}", source, loc,
+                             hint="allowed keys here: " + ", ".join(model.model_fields))
+    if err["type"] == "missing":
+        return CampaignError(f"this required key is missing{more}", source, loc)
+    message = err["msg"].removeprefix("Value error, ")
+    return CampaignError(f"{message} (got {err.get('input')!r}){more}", source, loc)
+
+
+def _compose(text: str, path: str) -> tuple[Any, dict[Location, int]]:
+    """Load YAML keeping the line of every mapping key and sequence item."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            raise UserInputError("the campaign file is empty", where=path)
+        data = loader.construct_document(node)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = f":{mark.line + 1}" if mark else ""
+        raise UserInputError(f"not valid YAML: {exc.problem or exc.context}", where=f"{path}{line}") from None
+    finally:
+        loader.dispose()
+    lines: dict[Location, int] = {(): node.start_mark.line + 1}
+    _walk(node, (), lines, path)
+    return data, lines
+
+
+def _walk(node: yaml.Node, loc: Location, lines: dict[Location, int], path: str) -> None:
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key_node, value_node in node.value:
+            key = key_node.value
+            if key in seen:
+                raise UserInputError(f"{_dotted((*loc, key))}: duplicate key (YAML would keep only the last)",
+                                     where=f"{path}:{key_node.start_mark.line + 1}")
+            seen.add(key)
+            lines[(*loc, key)] = key_node.start_mark.line + 1
+            _walk(value_node, (*loc, key), lines, path)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            lines[(*loc, i)] = item.start_mark.line + 1
+            _walk(item, (*loc, i), lines, path)
+
+
+def json_schema() -> dict:
+    schema = Campaign.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "clusterbench campaign"
+    return schema

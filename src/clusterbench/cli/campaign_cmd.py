@@ -1,0 +1,170 @@
+"""`clusterbench campaign run FILE`, `clusterbench plan FILE`, `clusterbench schema`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from clusterbench.cli.app import app, console, open_store
+
+campaign_app = typer.Typer(help="Declarative sweeps: run a campaign file, resume it, list campaigns.",
+                           no_args_is_help=True)
+app.add_typer(campaign_app, name="campaign")
+
+FileArg = Annotated[Path, typer.Argument(help="Campaign file (YAML, see docs/campaigns.md).")]
+
+
+def load_runs(path: Path):
+    """Parse, validate and expand a campaign against this machine; errors exit with code 2."""
+    from clusterbench.campaign.expand import expand
+    from clusterbench.campaign.spec import load_campaign
+    from clusterbench.system.discover import discover
+
+    campaign, source = load_campaign(path)
+    info = discover()
+    return campaign, expand(campaign, source, info), info
+
+
+def _fmt(seconds: float | None) -> str:
+    from clusterbench.units import format_duration
+
+    return "?" if seconds is None else format_duration(seconds)
+
+
+def _key_params(params: dict, limit: int = 8) -> str:
+    skip = {"command", "metrics", "threshold", "binary", "valid_if", "invalid_if"}
+    return " ".join(f"{k}={v}" for k, v in params.items() if k not in skip)[:120] if params else ""
+
+
+def plan_campaign(path: Path, as_json: bool) -> None:
+    """The dry run behind `clusterbench plan FILE`: every run, its state, the time it needs."""
+    from clusterbench.campaign.engine import finished_ids
+    from clusterbench.campaign.expand import total_estimate
+
+    campaign, runs, _ = load_runs(path)
+    with open_store() as store:
+        done = finished_ids(store, runs)
+    pending = [r for r in runs if r.id not in done]
+    est, unknown = total_estimate(pending)
+    if as_json:
+        print(json.dumps({"campaign": campaign.name, "runs": len(runs), "done": len(done),
+                          "pending_estimate_s": est, "runs_without_estimate": unknown,
+                          "plan": [{"id": r.id, "block": r.block, "benchmark": r.benchmark, "repeat": r.repeat,
+                                    "params": r.params, "env": r.env, "timeout_s": r.timeout_s,
+                                    "estimate_s": r.estimate_s, "done": r.id in done} for r in runs]},
+                         indent=2, default=str))
+        return
+    table = Table(title=f"campaign {campaign.name}: {len(runs)} runs, {len(done)} already stored",
+                  title_justify="left")
+    for col in ("#", "run id", "block", "rep", "parameters", "est.", "state"):
+        table.add_column(col, overflow="fold")
+    for i, r in enumerate(runs, 1):
+        table.add_row(str(i), r.id, r.block, str(r.repeat), escape(_key_params(r.params)), _fmt(r.estimate_s),
+                      "[green]stored[/]" if r.id in done else "pending")
+    console.print(table)
+    tail = f" (+ {unknown} run(s) without an estimate)" if unknown else ""
+    console.print(f"{len(pending)} run(s) to do, estimated {_fmt(est)}{tail} before learning from "
+                  "measured durations. Start with: clusterbench campaign run " + escape(str(path)))
+
+
+class ProgressReporter:
+    """A Rich progress bar over the campaign, with an ETA learned from finished runs."""
+
+    def __init__(self, progress: Progress, quiet: bool):
+        self.progress, self.quiet = progress, quiet
+        self.task = None
+        self.eta_text = "ETA ?"
+
+    def start(self, pending, done, eta) -> None:
+        self.task = self.progress.add_task("starting", total=len(pending), eta="ETA ?")
+        self._eta(eta)
+        if done and not self.quiet:
+            console.print(f"resuming: {done} run(s) already stored are skipped")
+
+    def _eta(self, eta) -> None:
+        self.eta_text = f"ETA {_fmt(eta.seconds())}"
+
+    def run_started(self, run) -> None:
+        self.progress.update(self.task, description=f"{run.block} r{run.repeat}: {escape(_key_params(run.params))}"[:70],
+                             eta=self.eta_text)
+
+    def tick(self, run, elapsed, detail) -> None:
+        if detail:
+            self.progress.update(self.task, eta=f"{self.eta_text} · {escape(detail)}")
+
+    def run_finished(self, run, result, eta) -> None:
+        self._eta(eta)
+        self.progress.update(self.task, advance=1, eta=self.eta_text)
+        if result.status != "ok" and not self.quiet:
+            self.progress.console.print(f"[yellow]{result.status}[/] {run.id}: {escape(result.reason or '')}")
+
+    def waiting(self, seconds, reason) -> None:
+        self.progress.update(self.task, description=f"waiting {_fmt(seconds)} ({reason})")
+
+
+@campaign_app.command("run")
+def campaign_run(
+    file: FileArg,
+    spread: Annotated[str | None, typer.Option(
+        help="Space the repeat rounds over this duration (e.g. 6h): round k starts k x spread/repeats "
+             "after the first.")] = None,
+    retry_failed: Annotated[bool, typer.Option(
+        "--retry-failed", help="Also run again the runs stored as failed or timed out.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary at the end.")] = False,
+) -> None:
+    """Run a campaign; run it again to continue after an interruption (finished runs are kept)."""
+    from clusterbench.campaign.engine import run_campaign
+    from clusterbench.units import parse_duration
+
+    spread_s = parse_duration(spread, "--spread") if spread else None
+    campaign, runs, info = load_runs(file)
+    with open_store() as store:
+        store.save_system(info.fingerprint(), info.topology.hostname, info.fingerprint_facts(), info.to_dict())
+        store.save_campaign(campaign.name, str(file), file.read_text(), campaign.description)
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      TextColumn("{task.fields[eta]}"), console=console, disable=as_json) as progress:
+            reporter = ProgressReporter(progress, as_json)
+            outcome = run_campaign(store, runs, info.fingerprint(), reporter, spread_s, retry_failed)
+    counts = {s: outcome.count(s) for s in ("ok", "invalid", "failed", "timeout")}
+    if as_json:
+        print(json.dumps({"campaign": campaign.name, "runs": outcome.total, "skipped": outcome.skipped,
+                          "executed": len(outcome.results), **counts}, indent=2))
+        return
+    console.print(f"campaign [bold]{escape(campaign.name)}[/]: {outcome.total} runs, {outcome.skipped} already "
+                  f"stored, {len(outcome.results)} executed: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+    console.print(f"statistics: clusterbench results --campaign {escape(campaign.name)} --stat mean,std,cv")
+
+
+@campaign_app.command("list")
+def campaign_list() -> None:
+    """Campaigns in the store with their run counts by status."""
+    with open_store() as store:
+        rows = store.campaign_counts()
+    table = Table(title="campaigns", title_justify="left")
+    for col in ("campaign", "runs", "ok", "invalid", "failed", "timeout", "unfinished", "last run"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(*(str(r[k] if r[k] is not None else "") for k in
+                        ("campaign", "runs", "ok", "invalid", "failed", "timeout", "unfinished", "last")))
+    console.print(table)
+
+
+@app.command()
+def schema(
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file.")] = None,
+) -> None:
+    """Print the JSON Schema of campaign files (for editors and CI validation)."""
+    from clusterbench.campaign.spec import json_schema
+
+    text = json.dumps(json_schema(), indent=2)
+    if output:
+        output.write_text(text + "\n")
+        console.print(f"wrote {output}")
+    else:
+        print(text)
