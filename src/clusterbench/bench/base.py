@@ -34,7 +34,7 @@ class Benchmark(ABC):
     uses_blas: ClassVar[bool] = False  # record which BLAS library the processes loaded
     blas: str | None = None  # the variant asked for, when the run chose one
 
-    @classmethod
+    @classmethod  # noqa: B027 - an optional hook, empty by default
     def resolve(cls, point: dict, system: SystemInfo) -> None:
         """Complete a checked parameter point in place (ranks, grid, ...). Raise UserInputError."""
 

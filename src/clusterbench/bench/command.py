@@ -40,7 +40,7 @@ class MetricPattern:
             if re.compile(spec["pattern"]).groups < 1:
                 raise UserInputError(f"metric pattern {spec['pattern']!r} needs one (group) for the value")
         except re.error as exc:
-            raise UserInputError(f"metric pattern {spec['pattern']!r} is not a valid regular expression: {exc}")
+            raise UserInputError(f"metric pattern {spec['pattern']!r} is not a regular expression: {exc}") from None
         return cls(**spec)
 
 

@@ -18,8 +18,6 @@ really loaded is checked at run time (see launch/libtrace.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from clusterbench.bench.params import Param
 from clusterbench.errors import UserInputError
 from clusterbench.plan.hpl import Layout, grids, layouts

@@ -91,8 +91,8 @@ class ProgressReporter:
         self.eta_text = f"ETA {_fmt(eta.seconds())}"
 
     def run_started(self, run) -> None:
-        self.progress.update(self.task, description=f"{run.block} r{run.repeat}: {escape(_key_params(run.params))}"[:70],
-                             eta=self.eta_text)
+        label = f"{run.block} r{run.repeat}: {escape(_key_params(run.params))}"
+        self.progress.update(self.task, description=label[:70], eta=self.eta_text)
 
     def tick(self, run, elapsed, detail) -> None:
         if detail:

@@ -31,11 +31,24 @@ def results(
     metric: Annotated[str | None, typer.Option(help="Only this metric name (e.g. hpl_gflops).")] = None,
     limit: Annotated[int, typer.Option(help="At most this many runs (0: all).")] = 50,
     fmt: Annotated[Format, typer.Option("--format", help="table, csv or json.")] = Format.table,
+    group_by: Annotated[str | None, typer.Option(
+        "--group-by", help="Statistics per configuration of these parameters/labels/tags, e.g. nb,blas.")] = None,
+    stat: Annotated[str | None, typer.Option(
+        help="Statistics over valid repeats: " + ",".join(("n", "mean", "std", "min", "max", "median", "ci95", "cv"))
+             + " (default: all).")] = None,
+    cv_warn: Annotated[float, typer.Option(help="Flag configurations whose CV exceeds this.")] = 0.05,
 ) -> None:
-    """List stored runs with their key metric, or export every metric as CSV/JSON."""
+    """List stored runs with their key metric, export every metric, or summarise repeats.
+
+    With --group-by or --stat: one row per metric and configuration, over valid repeats only
+    (invalid ones are counted in n_invalid, never averaged in).
+    """
     with open_store() as store:
         if run_id:
             _show_run(store, run_id, fmt)
+            return
+        if group_by is not None or stat is not None:
+            _print_stats(store, campaign, benchmark, metric, group_by, stat, cv_warn, fmt)
             return
         rows = store.runs(benchmark=benchmark, campaign=campaign, status=status, limit=limit or None)
         records = []
@@ -55,6 +68,55 @@ def results(
             _write_csv(records)
         else:
             _print_runs(store, rows)
+
+
+def _print_stats(store, campaign, benchmark, metric, group_by, stat, cv_warn, fmt) -> None:
+    from clusterbench.analysis.stats import STATS, metric_frame, summarise
+
+    stats = [s.strip() for s in (stat or ",".join(STATS)).split(",") if s.strip()]
+    unknown = [s for s in stats if s not in STATS]
+    if unknown:
+        raise UserInputError(f"unknown statistic {unknown[0]!r}", hint="choose from " + ", ".join(STATS))
+    frame = metric_frame(store, campaign, benchmark, metric)
+    if frame.empty:
+        raise UserInputError("no stored metrics match", hint="check --campaign/--benchmark/--metric; "
+                             "list campaigns with `clusterbench campaign list`")
+    keys = [g.strip() for g in group_by.split(",") if g.strip()] if group_by else None
+    table = summarise(frame, keys, cv_warn)
+    shown = [c for c in table.columns if c not in (*STATS, "ci95_low", "ci95_high", "n_invalid", "warning")]
+    extra = ["ci95_low", "ci95_high"] if "ci95" in stats else []
+    table = table[shown + stats + extra + ["n_invalid", "warning"]]
+    if fmt == Format.json:
+        print(table.to_json(orient="records", indent=2))
+        return
+    if fmt == Format.csv:
+        table.to_csv(sys.stdout, index=False)
+        return
+    constant = [c for c in ("benchmark", "metric", "unit") if table[c].nunique() <= 1]
+    note = ", ".join(f"{c} {table[c].iloc[0]}" for c in constant if table[c].iloc[0])
+    shown = [c for c in shown if c not in constant]
+    out = Table(title=f"Statistics over valid repeats{f' - campaign {campaign}' if campaign else ''}"
+                      f"{f' ({note})' if note else ''}", title_justify="left")
+    for col in shown + stats + ["n_invalid"]:
+        out.add_column(col, justify="right" if col in STATS or col == "n_invalid" else "left")
+    for rec in table.to_dict("records"):
+        cells = [escape(_cell(rec[c], c)) for c in shown + stats + ["n_invalid"]]
+        out.add_row(*cells, style="yellow" if rec["warning"] else None)
+    console.print(out)
+    for rec in table.to_dict("records"):
+        if rec["warning"]:
+            label = " ".join(f"{c}={rec[c]}" for c in shown if c not in ("benchmark", "unit"))
+            console.print(f"[yellow]warning[/]: {escape(label)}: {escape(rec['warning'])}")
+
+
+def _cell(value, column: str) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return "-"
+    if column == "cv":
+        return f"{value:.1%}"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
 
 
 def _bool(v) -> bool | None:

@@ -206,14 +206,40 @@ class Store:
                 (status, None if valid is None else int(valid), reason, exit_code, duration_s,
                  ended_at or now_iso(), json.dumps(facts or {}, default=str), run_id))
             c.execute("DELETE FROM metrics WHERE run_id=?", (run_id,))
-            c.executemany(
-                "INSERT INTO metrics (run_id, name, value, unit, higher_is_better, labels, valid)"
-                " VALUES (?,?,?,?,?,?,?)",
-                [(run_id, m.name, m.value, m.unit, int(m.higher_is_better),
-                  json.dumps(m.labels, sort_keys=True, default=str), int(m.valid)) for m in metrics])
+            self._insert_metrics(c, run_id, metrics)
             c.executemany(
                 "INSERT OR REPLACE INTO artifacts (run_id, name, path, sha256, size, content)"
                 " VALUES (?,?,?,?,?,?)", [(run_id, *b) for b in blobs])
+
+    def add_imported_run(self, rec: RunRecord, valid: bool, reason: str | None, metrics: Iterable[Metric],
+                         facts: dict, artifact_name: str, artifact: bytes, started_at: str | None,
+                         ended_at: str | None, duration_s: float | None) -> bool:
+        """A result read from an old file, in one transaction; False if its content hash is stored."""
+        with self.transaction() as c:
+            if c.execute("SELECT 1 FROM runs WHERE content_hash=?", (rec.content_hash,)).fetchone():
+                return False
+            c.execute(
+                "INSERT INTO runs (id, campaign, benchmark, params, repeat, status, valid, reason, started_at,"
+                " ended_at, duration_s, workdir, env, launcher, tags, facts, source, content_hash)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,'{}',?,?,?,?,?)",
+                (rec.id, rec.campaign, rec.benchmark, json.dumps(rec.params, sort_keys=True), rec.repeat,
+                 "ok" if valid else "invalid", int(valid), reason, started_at or now_iso(), ended_at, duration_s,
+                 rec.workdir, json.dumps({"name": "import"}), json.dumps(rec.tags),
+                 json.dumps(facts, default=str), rec.source, rec.content_hash))
+            self._insert_metrics(c, rec.id, metrics)
+            digest = hashlib.sha256(artifact).hexdigest()
+            c.execute("INSERT INTO artifacts (run_id, name, path, sha256, size, content) VALUES (?,?,?,?,?,?)",
+                      (rec.id, artifact_name, facts.get("source_file"), digest, len(artifact),
+                       artifact if len(artifact) <= MAX_BLOB_BYTES else None))
+        return True
+
+    @staticmethod
+    def _insert_metrics(c: sqlite3.Connection, run_id: str, metrics: Iterable[Metric]) -> None:
+        c.executemany(
+            "INSERT INTO metrics (run_id, name, value, unit, higher_is_better, labels, valid)"
+            " VALUES (?,?,?,?,?,?,?)",
+            [(run_id, m.name, m.value, m.unit, int(m.higher_is_better),
+              json.dumps(m.labels, sort_keys=True, default=str), int(m.valid)) for m in metrics])
 
     # ------------------------------------------------------------------ reads
 

@@ -1,0 +1,69 @@
+"""Parser for the HPCG report file (HPCG-Benchmark_3.x_<date>.txt): `::`-keyed lines.
+
+The rating is `Final Summary::HPCG result is VALID with a GFLOP/s rating of=<x>`; an INVALID
+result is stored as invalid. A valid run shorter than the official 1800 s is still a valid
+measurement but not eligible for the HPCG list, which is recorded as a fact.
+"""
+
+from __future__ import annotations
+
+import re
+
+from clusterbench.bench.metrics import Metric, Outcome
+
+_RATING = re.compile(r"HPCG result is (VALID|INVALID) with a GFLOP/s rating of=\s*([\d.eE+-]+)")
+
+
+def parse_hpcg(text: str) -> dict[str, str]:
+    """Every `A::B::C=value` line as {'A::B::C': 'value'} (section headers have empty values)."""
+    keys = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and "::" in key:
+            keys.setdefault(key.strip(), value.strip())
+    return keys
+
+
+def _num(keys: dict, key: str) -> float | None:
+    try:
+        return float(keys[key])
+    except (KeyError, ValueError):
+        return None
+
+
+def hpcg_params(keys: dict) -> dict:
+    as_int = {"ranks": "Machine Summary::Distributed Processes", "threads": "Machine Summary::Threads per processes",
+              "nx": "Local Domain Dimensions::nx", "ny": "Local Domain Dimensions::ny",
+              "nz": "Local Domain Dimensions::nz", "npx": "Processor Dimensions::npx",
+              "npy": "Processor Dimensions::npy", "npz": "Processor Dimensions::npz"}
+    return {name: int(v) for name, key in as_int.items() if (v := _num(keys, key)) is not None}
+
+
+def hpcg_outcome(text: str) -> Outcome:
+    keys = parse_hpcg(text)
+    version = re.search(r"^version=(\S+)", text, re.M)
+    time_s = _num(keys, "Benchmark Time Summary::Total")
+    minimum = _num(keys, "Final Summary::Official results execution time (sec) must be at least")
+    out = Outcome(facts={"hpcg_version": version.group(1) if version else None,
+                         "list_eligible": bool(time_s and minimum and time_s >= minimum),
+                         "official_minimum_s": minimum})
+    rating = _RATING.search(text)
+    if rating:
+        out.metrics.append(Metric("hpcg_gflops", float(rating.group(2)), "Gflop/s", True))
+        if rating.group(1) != "VALID":
+            out.invalidate("HPCG reports its result INVALID")
+    else:
+        out.invalidate("no 'HPCG result is VALID/INVALID' line (run aborted or output truncated)")
+    for key, name, unit in (("GFLOP/s Summary::Raw Total", "hpcg_raw_gflops", "Gflop/s"),
+                            ("GB/s Summary::Raw Total B/W", "hpcg_bandwidth", "GB/s"),
+                            ("Benchmark Time Summary::Total", "hpcg_time", "s")):
+        value = _num(keys, key)
+        if value is not None:
+            out.metrics.append(Metric(name, value, unit, name != "hpcg_time"))
+    for key in keys:
+        if key.endswith("::Result") and keys[key] == "FAILED":
+            out.invalidate(f"HPCG check failed: {key}")
+    if not out.valid:
+        for m in out.metrics:
+            m.valid = False
+    return out

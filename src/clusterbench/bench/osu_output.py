@@ -1,0 +1,53 @@
+"""Parser for OSU Micro-Benchmarks output (osu_latency, osu_bw, osu_bibw, ...).
+
+A `# OSU MPI <Name> Test vX.Y` header, a `# Size  <column>` line and one row per message
+size (OSU starts at 1 byte). OSU's MB/s are 10^6 bytes per second.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from clusterbench.bench.metrics import Metric, Outcome
+
+_HEADER = re.compile(r"^#\s*OSU MPI(?:-\w+)?\s+(.+?)\s+Test\s+v?(\S+)", re.M)
+_COLUMNS = re.compile(r"^#\s*Size\s+(.+?)\s*$", re.M)
+_ROW = re.compile(r"^\s*(\d+)\s+([\d.]+(?:[eE][+-]?\d+)?)\s*$", re.M)
+
+
+@dataclass
+class OsuOutput:
+    test: str | None
+    version: str | None
+    column: str | None
+    rows: list[tuple[int, float]] = field(default_factory=list)
+
+
+def parse_osu(text: str) -> OsuOutput:
+    header, columns = _HEADER.search(text), _COLUMNS.search(text)
+    start = columns.end() if columns else 0
+    rows = [(int(m.group(1)), float(m.group(2))) for m in _ROW.finditer(text, start)]
+    return OsuOutput(header.group(1) if header else None, header.group(2) if header else None,
+                     columns.group(1) if columns else None, rows)
+
+
+def osu_outcome(parsed: OsuOutput) -> Outcome:
+    out = Outcome(facts={"osu_version": parsed.version, "osu_test": parsed.test, "column": parsed.column})
+    if not parsed.rows:
+        out.invalidate("OSU output has no result rows")
+        return out
+    column = (parsed.column or "").lower()
+    test = (parsed.test or "osu").lower().replace(" ", "_")
+    if "latency" in column:
+        for size, value in parsed.rows:
+            out.metrics.append(Metric("osu_latency_us", value, "us", False, {"test": test, "bytes": size}))
+        size, value = parsed.rows[0]
+        out.metrics.append(Metric("latency_us", value, "us", False, {"test": test, "bytes": size}))
+    else:
+        unit = "MB/s" if "mb/s" in column else (parsed.column or "")
+        for size, value in parsed.rows:
+            out.metrics.append(Metric("osu_bandwidth", value, unit, True, {"test": test, "bytes": size}))
+        size, value = max(parsed.rows, key=lambda r: r[1])
+        out.metrics.append(Metric("peak_bandwidth", value, unit, True, {"test": test, "bytes": size}))
+    return out

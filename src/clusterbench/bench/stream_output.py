@@ -1,0 +1,44 @@
+"""Parser for McCalpin's STREAM output (stream.c 5.x): four kernels, validation, threads.
+
+STREAM's MB/s are 10^6 bytes per second, computed from the *best* of its repetitions. The
+run is valid only if STREAM printed `Solution Validates`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from clusterbench.bench.metrics import Metric, Outcome
+
+_VERSION = re.compile(r"STREAM version \$Revision:\s*([\d.]+)")
+_ROW = re.compile(r"^(Copy|Scale|Add|Triad):\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$", re.M)
+_ARRAY = re.compile(r"Array size\s*=\s*(\d+)")
+_THREADS = re.compile(r"Number of Threads counted\s*=\s*(\d+)")
+_REQUESTED = re.compile(r"Number of Threads requested\s*=\s*(\d+)")
+_BYTES = re.compile(r"This system uses (\d+) bytes per array element")
+
+
+def _int(rx: re.Pattern, text: str) -> int | None:
+    m = rx.search(text)
+    return int(m.group(1)) if m else None
+
+
+def stream_facts(text: str) -> dict:
+    version = _VERSION.search(text)
+    return {"stream_version": version.group(1) if version else None, "array_size": _int(_ARRAY, text),
+            "threads": _int(_THREADS, text), "threads_requested": _int(_REQUESTED, text),
+            "bytes_per_element": _int(_BYTES, text)}
+
+
+def stream_outcome(text: str) -> Outcome:
+    out = Outcome(facts=stream_facts(text))
+    rows = _ROW.findall(text)
+    for kernel, rate, avg, tmin, tmax in rows:
+        labels = {"kernel": kernel.lower(), "avg_time_s": float(avg), "min_time_s": float(tmin),
+                  "max_time_s": float(tmax)}
+        out.metrics.append(Metric(f"stream_{kernel.lower()}", float(rate), "MB/s", True, labels))
+    if not rows:
+        out.invalidate("no STREAM result rows (Copy/Scale/Add/Triad)")
+    if "Solution Validates" not in text:
+        out.invalidate("STREAM did not print 'Solution Validates' (validation failed or output truncated)")
+    return out
