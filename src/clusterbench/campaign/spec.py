@@ -53,7 +53,10 @@ Duration = Annotated[str | int | float, WithJsonSchema(
 def _duration(value: str | int | float | None) -> float | None:
     if value is None:
         return None
-    seconds = parse_duration(value) if isinstance(value, str) else float(value)
+    try:
+        seconds = parse_duration(value) if isinstance(value, str) else float(value)
+    except UserInputError as exc:  # pydantic reports ValueErrors with their location
+        raise ValueError(f"{exc.message}; write seconds or 90s, 10m, 2h") from None
     if seconds <= 0:
         raise ValueError("must be a positive duration")
     return seconds

@@ -1,0 +1,155 @@
+"""`clusterbench import`: every fixture recognised by content, values as in the files, idempotent."""
+
+import json
+import re
+import shutil
+import sqlite3
+
+import pytest
+
+from tests.conftest import OUTPUTS, cli
+
+CLOUD, HERE, IMB = OUTPUTS / "hpl-cloud", OUTPUTS / "this-machine", OUTPUTS / "imb-cloud"
+
+
+def _db(db, sql, *args):
+    con = sqlite3.connect(db)
+    con.row_factory = sqlite3.Row
+    try:
+        return con.execute(sql, args).fetchall()
+    finally:
+        con.close()
+
+
+def _metrics(db, source_name: str, name: str) -> list:
+    return _db(db, "SELECT m.value, m.labels, m.valid, r.params, r.status FROM metrics m JOIN runs r ON r.id=m.run_id"
+                   " JOIN artifacts a ON a.run_id=r.id WHERE a.name=? AND m.name=? ORDER BY m.id", source_name, name)
+
+
+def test_import_all_fixtures_twice(isolated_db):
+    first = cli("import", str(OUTPUTS))
+    assert first.returncode == 0, first.stderr
+    n_files = sum(1 for p in OUTPUTS.rglob("*") if p.is_file())
+    assert f"from {n_files} file(s)" in first.stdout
+    runs = _db(isolated_db, "SELECT benchmark, COUNT(*) AS c FROM runs GROUP BY benchmark")
+    # HPL: 3 cloud files + 7 + 4 result lines; one run per IMB section, per report.
+    assert {r["benchmark"]: r["c"] for r in runs} == {"hpl": 14, "hpcc": 1, "hpcg": 1, "imb": 5, "osu": 2,
+                                                       "stream": 2}
+    assert "HPCG log file" in " ".join(first.stdout.split())
+    counts = _db(isolated_db, "SELECT (SELECT COUNT(*) FROM runs), (SELECT COUNT(*) FROM metrics),"
+                              " (SELECT COUNT(*) FROM artifacts)")[0]
+    second = cli("import", str(OUTPUTS))
+    assert second.returncode == 0 and "0 result(s) stored, 25 already stored" in " ".join(second.stdout.split())
+    assert tuple(_db(isolated_db, "SELECT (SELECT COUNT(*) FROM runs), (SELECT COUNT(*) FROM metrics),"
+                                  " (SELECT COUNT(*) FROM artifacts)")[0]) == tuple(counts)
+
+
+@pytest.fixture
+def imported(isolated_db):
+    out = cli("import", str(OUTPUTS), "-q")
+    assert out.returncode == 0, out.stderr
+    return isolated_db
+
+
+def test_hpl_every_result_line_is_a_run_with_the_values_of_the_file(imported):
+    for path in [*CLOUD.iterdir(), HERE / "hpl-nbsweep-N13440-1x2.log", HERE / "hpl-N13440-1x1-omp2-bindnone.log"]:
+        lines = re.findall(r"^(W\w+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.e+-]+)\s*$",
+                           path.read_text(), re.M)
+        stored = _metrics(imported, path.name, "hpl_gflops")
+        assert len(stored) == len(lines) > 0
+        for (tv, n, nb, p, q, _t, gflops), row in zip(lines, stored, strict=True):
+            params = json.loads(row["params"])
+            assert (params["tv"], params["n"], params["nb"], params["p"], params["q"]) == (tv, int(n), int(nb),
+                                                                                          int(p), int(q))
+            assert row["value"] == pytest.approx(float(gflops)) and row["valid"] == 1
+    cloud = _metrics(imported, "20170324_015001.out", "hpl_time")[0]
+    assert cloud["value"] == pytest.approx(1996.04)
+
+
+def test_imb_rows_latency_and_peak(imported):
+    expected = {"20170322_154501.out": (1, 0.27, 6831.94, 2097152, 4478.11),
+                "20170323_020501.out": (2, 60.83, 457.94, 2097152, 443.96),
+                "20170323_040501.out": (2, 55.21, 441.89, 1048576, 423.57)}
+    for name, (hosts, latency, peak, peak_at, last) in expected.items():
+        rows = re.findall(r"^\s+(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s*$", (IMB / name).read_text(), re.M)
+        assert len(rows) == 26
+        bw = _metrics(imported, name, "imb_bandwidth")
+        assert [r["value"] for r in bw] == [float(r[3]) for r in rows]
+        assert json.loads(bw[-1]["labels"])["bytes"] == 16777216 and bw[-1]["value"] == last
+        (lat,) = _metrics(imported, name, "latency_us")
+        (pk,) = _metrics(imported, name, "peak_bandwidth")
+        assert lat["value"] == latency and pk["value"] == peak and json.loads(pk["labels"])["bytes"] == peak_at
+        params = json.loads(lat["params"])
+        assert (params["test"], params["ranks"], params["hosts"]) == ("PingPong", 2, hosts)
+    oversub = _metrics(imported, "imb-pingpong-oversub-samecore.txt", "latency_us")[0]
+    assert oversub["value"] == 4000.0  # pathological but real: stored as measured
+
+
+def test_osu_stream_hpcg_hpcc_values(imported):
+    text = (HERE / "osu_latency-bindcore-r1.txt").read_text()
+    rows = re.findall(r"^(\d+)\s+([\d.]+)$", text, re.M)
+    lat = _metrics(imported, "osu_latency-bindcore-r1.txt", "osu_latency_us")
+    assert [(json.loads(r["labels"])["bytes"], r["value"]) for r in lat] == [(int(s), float(v)) for s, v in rows]
+    bw = re.findall(r"^(\d+)\s+([\d.]+)$", (HERE / "osu_bw-bindcore-r1.txt").read_text(), re.M)
+    (peak,) = _metrics(imported, "osu_bw-bindcore-r1.txt", "peak_bandwidth")
+    assert peak["value"] == max(float(v) for _, v in bw)
+
+    for name, threads in (("stream-omp1.txt", 1), ("stream-omp2.txt", 2)):
+        text = (HERE / name).read_text()
+        triad = float(re.search(r"^Triad:\s+([\d.]+)", text, re.M).group(1))
+        (row,) = _metrics(imported, name, "stream_triad")
+        assert row["value"] == triad and json.loads(row["params"])["threads"] == threads and row["valid"] == 1
+
+    text = (HERE / "HPCG-Benchmark_3.1_2rank_nx64_rt60.txt").read_text()
+    rating = float(re.search(r"GFLOP/s rating of=([\d.]+)", text).group(1))
+    (row,) = _metrics(imported, "HPCG-Benchmark_3.1_2rank_nx64_rt60.txt", "hpcg_gflops")
+    params = json.loads(row["params"])
+    assert row["value"] == rating and (params["ranks"], params["nx"]) == (2, 64)
+    facts = json.loads(_db(imported, "SELECT facts FROM runs WHERE benchmark='hpcg'")[0]["facts"])
+    assert facts["list_eligible"] is False
+
+    (row,) = _metrics(imported, "hpccoutf-2rank.txt", "HPL_Tflops")
+    params = json.loads(row["params"])
+    assert row["value"] == 0.085421 and (params["n"], params["nb"], params["p"], params["q"]) == (13440, 224, 1, 2)
+
+
+def test_name_pattern_tags_and_conflicts(tmp_path, isolated_db):
+    target = tmp_path / "HPL.out.8_node_52416_180_2x2.blis_serial"
+    shutil.copy(CLOUD / "20170327_035001.out", target)
+    out = cli("import", str(tmp_path / "HPL.out.*"), "--tag", "system=pi4-cluster", "--tag", "rack=3",
+              "--name-pattern", "HPL.out.{nodes}_node_{n}_{nb}_{grids}.{blas}")
+    assert out.returncode == 0, out.stderr
+    (run,) = _db(isolated_db, "SELECT params, tags, facts FROM runs")
+    params, tags, facts = (json.loads(run[k]) for k in ("params", "tags", "facts"))
+    assert params["nodes"] == 8 and params["blas"] == "blis_serial" and params["grids"] == "2x2"
+    assert params["n"] == 44640 and params["nb"] == 180  # the output wins over the file name
+    assert facts["file_name_conflicts"] == {"n": 52416}
+    assert tags == {"system": "pi4-cluster", "rack": 3}
+
+
+def test_truncated_and_failed_results_are_stored_invalid(tmp_path, isolated_db):
+    text = (HERE / "hpl-nbsweep-N13440-1x2.log").read_text()
+    first = text.index("||Ax-b||")
+    failed = text[:first] + text[first:].replace("PASSED", "FAILED", 1)
+    (tmp_path / "failed.out").write_text(failed)
+    cut = text[: text.index("WR11C2R4       13440   160") + 80]
+    (tmp_path / "truncated.out").write_text(cut)
+    (tmp_path / "notes.txt").write_text("nothing to see here\n")
+    out = cli("import", str(tmp_path))
+    assert out.returncode == 0
+    assert "not a recognised benchmark output" in " ".join(out.stdout.split())
+    statuses = _db(isolated_db, "SELECT a.name, r.status, r.reason FROM runs r JOIN artifacts a ON a.run_id=r.id"
+                                " ORDER BY r.rowid")
+    by_file: dict = {}
+    for row in statuses:
+        by_file.setdefault(row["name"], []).append(row["status"])
+    assert by_file["failed.out"].count("invalid") == 1 and by_file["failed.out"].count("ok") == 6
+    assert by_file["truncated.out"] == ["ok", "ok", "ok", "invalid"]
+    stats = json.loads(cli("results", "--benchmark", "hpl", "--metric", "hpl_gflops", "--group-by", "nb",
+                           "--stat", "n,mean", "--format", "json").stdout)
+    assert sum(s["n_invalid"] for s in stats) == 2
+
+
+def test_bad_inputs_exit_2(tmp_path):
+    assert cli("import", str(tmp_path / "missing")).returncode == 2
+    assert cli("import", str(CLOUD), "--tag", "novalue").returncode == 2
