@@ -4,7 +4,6 @@ import sqlite3
 import textwrap
 
 import pytest
-
 from tests.conftest import cli
 
 GOOD_BLOCK = """\

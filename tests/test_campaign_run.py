@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from tests.conftest import cli, cli_json
 
 SIXTY = """\

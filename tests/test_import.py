@@ -6,7 +6,6 @@ import shutil
 import sqlite3
 
 import pytest
-
 from tests.conftest import OUTPUTS, cli
 
 CLOUD, HERE, IMB = OUTPUTS / "hpl-cloud", OUTPUTS / "this-machine", OUTPUTS / "imb-cloud"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import shutil
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from clusterbench.bench.base import MpiBenchmark
@@ -32,6 +33,11 @@ HPL_PARAMS = (
     Param("threshold", float, 16.0, "HPL residual threshold", minimum=0),
     Param("binary", str, None, "path of the benchmark binary (default: found on PATH)"),
 )
+
+
+@lru_cache(maxsize=65536)
+def _suite_seconds(n: int, rpeak: float) -> float:
+    return HpccTimeModel(rpeak).seconds(n)
 
 
 def resolve_hpl_point(point: dict, system: SystemInfo) -> None:
@@ -83,7 +89,7 @@ class Hpcc(MpiBenchmark):
     @classmethod
     def estimate_s(cls, point: dict, system: SystemInfo) -> float | None:
         rpeak = available_rpeak(point, system)
-        return HpccTimeModel(rpeak).seconds(point["n"]) if rpeak else None
+        return _suite_seconds(point["n"], rpeak) if rpeak else None
 
     def params(self) -> dict:
         return {"n": self.n, "nb": self.nb, "p": self.p, "q": self.q, "layout": self.layout.name,

@@ -18,6 +18,8 @@ really loaded is checked at run time (see launch/libtrace.py).
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from clusterbench.bench.params import Param
 from clusterbench.errors import UserInputError
 from clusterbench.plan.hpl import Layout, grids, layouts
@@ -35,14 +37,18 @@ MPI_PARAMS = (
     Param("threads", int, None, "threads per rank (default: from the layout)", minimum=1),
     Param("bind_to", str, None, "binding: core, socket, numa or none (default: from the layout)",
           choices=BIND_CHOICES),
+    Param("map_by", str, None, "rank placement, passed to mpirun --map-by: core (fill a socket first), "
+          "socket (round-robin over sockets), numa, node, ppr:1:socket:pe=4, ..."),
     Param("blas", str, None, "BLAS variant directory (openblas-serial, blis-openmp, ...) or 'default'"),
 )
 
 
+@lru_cache(maxsize=1)
 def blas_variants() -> dict[str, str]:
-    from clusterbench.system.software import detect_blas
+    """Installed variants, read once per process: campaigns resolve thousands of points."""
+    from clusterbench.system.software import blas_variant_dirs
 
-    return detect_blas().variants
+    return blas_variant_dirs()
 
 
 def default_blas_for(threads: int, variants: dict[str, str]) -> str:
@@ -54,23 +60,29 @@ def default_blas_for(threads: int, variants: dict[str, str]) -> str:
     return DEFAULT_BLAS
 
 
-def resolve_placement(point: dict, system: SystemInfo, variants: dict[str, str] | None = None) -> None:
+def resolve_placement(point: dict, system: SystemInfo) -> None:
     """Fill ranks, threads, bind_to and blas of a checked point (in place) from the node."""
     topo = system.topology
-    nodes = point.get("nodes", 1)
-    sockets = max(topo.sockets, 1)
-    base = layouts(nodes, sockets, max(topo.cores_total // sockets, 1))[point.get("layout", "mpi")]
-    ranks = point.get("ranks") or base.ranks
-    threads = point.get("threads") or max(base.threads_per_rank * base.ranks // ranks, 1)
+    point.update(_placement(point.get("layout", "mpi"), point.get("nodes", 1), point.get("ranks"),
+                            point.get("threads"), point.get("bind_to"), point.get("blas"),
+                            max(topo.sockets, 1), topo.cores_total))
+
+
+@lru_cache(maxsize=4096)  # the points of a sweep share a handful of placements
+def _placement(layout: str, nodes: int, ranks: int | None, threads: int | None, bind_to: str | None,
+               blas: str | None, sockets: int, cores: int) -> dict:
+    base = layouts(nodes, sockets, max(cores // sockets, 1))[layout]
+    ranks = ranks or base.ranks
+    threads = threads or max(base.threads_per_rank * base.ranks // ranks, 1)
     default_bind = {"mpi": "core", "hybrid-socket": "socket", "hybrid-node": "none"}[base.name]
-    bind = point.get("bind_to") or (default_bind if threads == 1 or base.name != "mpi" else "none")
-    variants = blas_variants() if variants is None else variants
-    blas = point.get("blas") or default_blas_for(threads, variants)
+    bind = bind_to or (default_bind if threads == 1 or base.name != "mpi" else "none")
+    variants = blas_variants()
+    blas = blas or default_blas_for(threads, variants)
     if blas != DEFAULT_BLAS and blas not in variants:
         known = ", ".join(sorted(variants)) or "none installed"
         raise UserInputError(f"BLAS variant {blas!r} is not installed on this machine",
                              hint=f"installed variants: {known}; or use 'default'")
-    point.update(ranks=ranks, threads=threads, bind_to=bind, blas=blas)
+    return {"ranks": ranks, "threads": threads, "bind_to": bind, "blas": blas}
 
 
 def placement_fields(point: dict) -> dict:
@@ -80,7 +92,7 @@ def placement_fields(point: dict) -> dict:
     return {
         "layout": Layout(name, ranks, point["threads"], max(ranks // nodes, 1)),
         "bind_to": point["bind_to"],
-        "map_by": {"hybrid-socket": "socket", "hybrid-node": "node"}.get(name),
+        "map_by": point.get("map_by") or {"hybrid-socket": "socket", "hybrid-node": "node"}.get(name),
         "blas": blas,
         "blas_dir": None if blas == DEFAULT_BLAS else blas_variants().get(blas),
     }

@@ -16,6 +16,7 @@ import hashlib
 import itertools
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +34,7 @@ from clusterbench.units import parse_size
 HPL_N_OPTIONS = {"fraction", "memory", "seconds", "efficiency", "max"}
 
 
-@dataclass
+@dataclass(slots=True)
 class PlannedRun:
     id: str
     campaign: str
@@ -50,8 +51,11 @@ class PlannedRun:
         return benchmark_class(self.benchmark)
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, default=str)  # built once: ids are made 100,000s of times
+
+
 def run_id(campaign: str, benchmark: str, params: dict, env: dict, repeat: int) -> str:
-    blob = json.dumps([campaign, benchmark, params, env, repeat], sort_keys=True, default=str)
+    blob = _CANONICAL.encode([campaign, benchmark, params, env, repeat])
     return f"{campaign}-{benchmark}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}-r{repeat}"
 
 
@@ -74,8 +78,7 @@ def expand(campaign: Campaign, source: CampaignSource | None, system: SystemInfo
                 runs.append(run)
     # Repeat-major order: every configuration once before any is repeated, so slow drifts of
     # the machine (and --spread) touch all configurations alike.
-    order = {id(r): n for n, r in enumerate(runs)}
-    return sorted(runs, key=lambda r: (r.repeat, order[id(r)]))
+    return sorted(runs, key=lambda r: r.repeat)  # stable: file order within a round
 
 
 class _Block:
@@ -116,28 +119,31 @@ def _expand_block(campaign: Campaign, block: BenchmarkBlock, loc: Location,
 
     runs: list[PlannedRun] = []
     combos = _combine(ctx, axes)
+    check = _point_checker(ctx, cls, declared, [*literal, *axes, *order])
+    base_scope = names | defaults
+    repeats = block.repeats or campaign.repeats
+    timeout = block.timeout_s or campaign.timeout_s
+    tags = campaign.tags | block.tags
     for combo in combos:
         point = literal | combo
         for name in order:
-            point[name] = _derive(ctx, name, derived[name], names | defaults | point, system)
-        point = _check(ctx, cls, declared, point)
+            point[name] = _derive(ctx, name, derived[name], base_scope | point, system)
+        point = check(point)
         try:
             cls.resolve(point, system)
         except CampaignError:
             raise
         except UserInputError as exc:
             raise ctx.error(exc.message, *_origin(block, exc.message), hint=exc.hint) from None
-        scope = names | point
-        if not all(_holds(ctx, k, expr, scope) for k, expr in where):
+        scope = names | point if where or env_spec else point
+        if where and not _holds(ctx, where, scope):
             continue
         env = {key: _substitute(ctx, value, scope, key) for key, value in env_spec.items()}
         estimate = cls.estimate_s(point, system)
-        repeats = block.repeats or campaign.repeats
-        timeout = block.timeout_s or campaign.timeout_s
         for r in range(repeats):
             runs.append(PlannedRun(run_id(campaign.name, block.benchmark, point, env, r), campaign.name,
                                    block.label, block.benchmark, point, r, env, timeout,
-                                   campaign.tags | block.tags, estimate))
+                                   tags, estimate))
     if combos and not runs:
         raise ctx.error(f"the constraints remove all {len(combos)} point(s): nothing would run", "where",
                         hint="check the where: expressions against the values in space:")
@@ -246,28 +252,33 @@ def _hpl_n(opts: dict, scope: dict, system: SystemInfo) -> int:
     return n
 
 
-def _check(ctx: _Block, cls: type[Benchmark], declared: dict[str, Param], point: dict) -> dict:
-    checked: dict[str, Any] = {}
-    for name, value in point.items():
-        section = "space" if name in ctx.block.space else "params"
-        param = declared.get(name)
-        try:
-            if param:
-                checked[name] = param.check(value)
-            elif isinstance(value, dict | list):
-                raise UserInputError(f"{name} must be a plain value")
-            else:
-                checked[name] = value
-        except UserInputError as exc:
-            raise ctx.error(exc.message, section, name, hint=param.help if param else None) from None
+def _point_checker(ctx: _Block, cls: type[Benchmark], declared: dict[str, Param],
+                   keys: list[str]) -> Callable[[dict], dict]:
+    """Check every point of a block. All points have the same names, so what is missing
+    (required parameters, defaults to fill in) is worked out once, not per point."""
     for param in cls.parameters:
-        if param.name not in checked:
-            if param.required:
-                raise ctx.error(f"{cls.name} needs the parameter {param.name!r}", "params",
-                                hint=param.help or None)
-            if param.default is not None:
-                checked[param.name] = param.default
-    return checked
+        if param.required and param.name not in keys:
+            raise ctx.error(f"{cls.name} needs the parameter {param.name!r}", "params", hint=param.help or None)
+    defaults = {p.name: p.default for p in cls.parameters if p.name not in keys and p.default is not None}
+    checks = [(name, declared.get(name), "space" if name in ctx.block.space else "params") for name in keys]
+
+    def check(point: dict) -> dict:
+        checked: dict[str, Any] = {}
+        for name, param, section in checks:
+            value = point[name]
+            try:
+                if param:
+                    checked[name] = param.check(value)
+                elif isinstance(value, dict | list):
+                    raise UserInputError(f"{name} must be a plain value")
+                else:
+                    checked[name] = value
+            except UserInputError as exc:
+                raise ctx.error(exc.message, section, name, hint=param.help if param else None) from None
+        checked.update(defaults)
+        return checked
+
+    return check
 
 
 def _origin(block: BenchmarkBlock, message: str) -> Location:
@@ -279,11 +290,15 @@ def _origin(block: BenchmarkBlock, message: str) -> Location:
     return ("benchmark",)
 
 
-def _holds(ctx: _Block, k: int, expr: Expression, scope: dict) -> bool:
-    try:
-        return bool(expr.evaluate(scope))
-    except UserInputError as exc:
-        raise ctx.error(exc.message, "where", k, hint=exc.hint) from None
+def _holds(ctx: _Block, where: list[tuple[int, Expression]], scope: dict) -> bool:
+    """True when every constraint holds for the point."""
+    for k, expr in where:
+        try:
+            if not expr.evaluate(scope):
+                return False
+        except UserInputError as exc:
+            raise ctx.error(exc.message, "where", k, hint=exc.hint) from None
+    return True
 
 
 def _substitute(ctx: _Block, value: str, scope: dict, key: str) -> str:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import ast
 import math
 import operator
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -46,10 +47,11 @@ class Expression:
         self.tree = _parse(text)
         self.names = frozenset(n.id for n in ast.walk(self.tree) if isinstance(n, ast.Name)
                                and n.id not in FUNCTIONS)
+        self._run = _compile(self.tree.body)  # campaigns evaluate one expression 100,000s of times
 
     def evaluate(self, values: Mapping[str, Any]) -> Any:
         try:
-            return _eval(self.tree.body, values)
+            return self._run(values)
         except UserInputError:
             raise
         except (ArithmeticError, TypeError, ValueError) as exc:
@@ -83,72 +85,90 @@ _ALLOWED = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast
             *_BINARY, *_COMPARE, *_UNARY)
 
 
-def _eval(node: ast.AST, values: Mapping[str, Any]) -> Any:
+Evaluator = Callable[[Mapping[str, Any]], Any]
+
+
+def _compile(node: ast.AST) -> Evaluator:
+    """Turn a checked tree into nested closures: the tree is walked once, not per evaluation."""
     match node:
         case ast.Constant(value=v):
-            return v
+            return lambda values: v
         case ast.Name(id=name):
-            if name in values:
-                return values[name]
-            raise UserInputError(f"unknown name {name!r} in an expression",
-                                 hint="known here: " + ", ".join(sorted(values)))
+            def lookup(values: Mapping[str, Any]) -> Any:
+                try:
+                    return values[name]
+                except KeyError:
+                    raise UserInputError(f"unknown name {name!r} in an expression",
+                                         hint="known here: " + ", ".join(sorted(values))) from None
+            return lookup
+        case ast.BinOp(left=left, op=ast.Pow(), right=right):
+            a, b = _compile(left), _compile(right)
+
+            def power(values: Mapping[str, Any]) -> Any:
+                x, y = a(values), b(values)
+                if isinstance(y, int | float) and abs(y) > MAX_EXPONENT:
+                    raise UserInputError(f"exponent {y} is too large (limit {MAX_EXPONENT})")
+                return x ** y
+            return power
         case ast.BinOp(left=left, op=op, right=right):
-            a, b = _eval(left, values), _eval(right, values)
-            if isinstance(op, ast.Pow) and isinstance(b, int | float) and abs(b) > MAX_EXPONENT:
-                raise UserInputError(f"exponent {b} is too large (limit {MAX_EXPONENT})")
-            return _BINARY[type(op)](a, b)
+            a, b, fn = _compile(left), _compile(right), _BINARY[type(op)]
+            return lambda values: fn(a(values), b(values))
         case ast.UnaryOp(op=op, operand=operand):
-            return _UNARY[type(op)](_eval(operand, values))
-        case ast.BoolOp(op=ast.And(), values=items):
-            result = True
-            for item in items:
-                result = _eval(item, values)
-                if not result:
-                    return result
-            return result
-        case ast.BoolOp(op=ast.Or(), values=items):
-            result = False
-            for item in items:
-                result = _eval(item, values)
-                if result:
-                    return result
-            return result
+            a, fn = _compile(operand), _UNARY[type(op)]
+            return lambda values: fn(a(values))
+        case ast.BoolOp(op=op, values=items):
+            parts = [_compile(i) for i in items]
+            want = isinstance(op, ast.Or)  # stop at the first truthy (or) / falsy (and) operand
+
+            def boolean(values: Mapping[str, Any]) -> Any:
+                result = not want
+                for part in parts:
+                    result = part(values)
+                    if bool(result) == want:
+                        return result
+                return result
+            return boolean
         case ast.Compare(left=left, ops=ops, comparators=rights):
-            a = _eval(left, values)
-            for op, right in zip(ops, rights, strict=True):
-                b = _eval(right, values)
-                if not _COMPARE[type(op)](a, b):
-                    return False
-                a = b
-            return True
+            first = _compile(left)
+            chain = [(_COMPARE[type(op)], _compile(r)) for op, r in zip(ops, rights, strict=True)]
+
+            def compare(values: Mapping[str, Any]) -> bool:
+                a = first(values)
+                for fn, right in chain:
+                    b = right(values)
+                    if not fn(a, b):
+                        return False
+                    a = b
+                return True
+            return compare
         case ast.IfExp(test=test, body=body, orelse=orelse):
-            return _eval(body, values) if _eval(test, values) else _eval(orelse, values)
+            t, y, n = _compile(test), _compile(body), _compile(orelse)
+            return lambda values: y(values) if t(values) else n(values)
         case ast.List(elts=elts) | ast.Tuple(elts=elts):
-            return [_eval(e, values) for e in elts]
+            items = [_compile(e) for e in elts]
+            return lambda values: [i(values) for i in items]
         case ast.Call(func=ast.Name(id=fname), args=args):
-            return FUNCTIONS[fname](*(_eval(a, values) for a in args))
+            fn, params = FUNCTIONS[fname], [_compile(a) for a in args]
+            return lambda values: fn(*(p(values) for p in params))
     raise UserInputError(f"cannot evaluate {ast.dump(node)}")  # pragma: no cover - refused at parse
+
+
+_FIELD = re.compile(r"\{\{|\}\}|\{([^{}]*)\}?")
 
 
 def substitute(template: str, values: Mapping[str, Any]) -> str:
     """'{threads}' -> '2' in environment values and commands; '{{' stays a literal brace."""
-    out, i = [], 0
-    while i < len(template):
-        ch = template[i]
-        if template.startswith("{{", i) or template.startswith("}}", i):
-            out.append(ch)
-            i += 2
-        elif ch == "{":
-            end = template.find("}", i)
-            if end < 0:
-                raise UserInputError(f"unclosed '{{' in {template!r}")
-            name = template[i + 1:end].strip()
-            if name not in values:
-                raise UserInputError(f"unknown name {{{name}}} in {template!r}",
-                                     hint="known here: " + ", ".join(sorted(values)))
-            out.append(str(values[name]))
-            i = end + 1
-        else:
-            out.append(ch)
-            i += 1
-    return "".join(out)
+
+    def field(m: re.Match) -> str:
+        text = m.group(0)
+        if text in ("{{", "}}"):
+            return text[0]
+        if not text.endswith("}"):
+            raise UserInputError(f"unclosed '{{' in {template!r}")
+        name = m.group(1).strip()
+        if name not in values:
+            raise UserInputError(f"unknown name {{{name}}} in {template!r}",
+                                 hint="known here: " + ", ".join(sorted(values)))
+        return str(values[name])
+
+    return _FIELD.sub(field, template)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 from clusterbench.errors import UserInputError
 
@@ -50,6 +51,7 @@ def usable_memory(per_node_bytes: list[int]) -> int:
     return min(per_node_bytes) * len(per_node_bytes)
 
 
+@lru_cache(maxsize=256)
 def grids(ranks: int, ethernet: bool = False) -> list[tuple[int, int]]:
     """All P x Q = ranks with P <= Q, best first.
 
@@ -79,6 +81,7 @@ class Layout:
                 "MKL_NUM_THREADS": t}
 
 
+@lru_cache(maxsize=64)
 def layouts(nodes: int, sockets: int, cores_per_socket: int) -> dict[str, Layout]:
     cores = sockets * cores_per_socket
     return {

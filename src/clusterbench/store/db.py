@@ -135,6 +135,7 @@ class Store:
         self.path = Path(path) if path else default_db_path()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        self._batch: list[int] | None = None  # [writes since commit, commit every] inside batch()
         self.conn.row_factory = sqlite3.Row
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=NORMAL")
@@ -158,6 +159,22 @@ class Store:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
+        """All or nothing. Inside `batch()` it is a savepoint of the batch's transaction."""
+        if self._batch is not None:
+            self.conn.execute("SAVEPOINT one")
+            try:
+                yield self.conn
+            except BaseException:
+                self.conn.execute("ROLLBACK TO one")
+                self.conn.execute("RELEASE one")
+                raise
+            self.conn.execute("RELEASE one")
+            self._batch[0] += 1
+            if self._batch[0] >= self._batch[1]:
+                self.conn.execute("COMMIT")
+                self.conn.execute("BEGIN IMMEDIATE")
+                self._batch[0] = 0
+            return
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             yield self.conn
@@ -165,6 +182,25 @@ class Store:
             self.conn.execute("ROLLBACK")
             raise
         self.conn.execute("COMMIT")
+
+    @contextmanager
+    def batch(self, every: int = 500) -> Iterator[None]:
+        """Commit many small writes together (bulk import): one commit per `every` results.
+
+        Each result stays atomic (a savepoint); an interruption loses only the uncommitted
+        tail, which an idempotent import simply redoes next time.
+        """
+        self.conn.execute("BEGIN IMMEDIATE")
+        self._batch = [0, every]
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        else:
+            self.conn.execute("COMMIT")
+        finally:
+            self._batch = None
 
     # ------------------------------------------------------------------ writes
 
@@ -182,16 +218,27 @@ class Store:
             (name, path, description, spec, now_iso()))
 
     def begin_run(self, rec: RunRecord) -> None:
-        """Record a run as 'running' (replacing an unfinished attempt with the same id)."""
-        with self.transaction() as c:
-            c.execute("DELETE FROM runs WHERE id = ? AND status IN ('running', 'interrupted')", (rec.id,))
-            c.execute(
-                "INSERT INTO runs (id, campaign, benchmark, params, repeat, status, started_at, command,"
-                " workdir, env, launcher, system_id, nodes, tags, source, content_hash)"
-                " VALUES (?,?,?,?,?,'running',?,?,?,?,?,?,?,?,?,?)",
-                (rec.id, rec.campaign, rec.benchmark, json.dumps(rec.params, sort_keys=True), rec.repeat,
-                 now_iso(), rec.command, rec.workdir, json.dumps(rec.env), json.dumps(rec.launcher),
-                 rec.system_id, rec.nodes, json.dumps(rec.tags), rec.source, rec.content_hash))
+        """Record a run as 'running', replacing an unfinished attempt with the same id.
+
+        One statement (an upsert), so it is atomic without an explicit transaction; a finished
+        run with the same id is never overwritten (the statement then fails).
+        """
+        cur = self.conn.execute(
+            "INSERT INTO runs (id, campaign, benchmark, params, repeat, status, started_at, command,"
+            " workdir, env, launcher, system_id, nodes, tags, source, content_hash)"
+            " VALUES (?,?,?,?,?,'running',?,?,?,?,?,?,?,?,?,?)"
+            " ON CONFLICT(id) DO UPDATE SET campaign=excluded.campaign, benchmark=excluded.benchmark,"
+            " params=excluded.params, repeat=excluded.repeat, status='running', valid=NULL, reason=NULL,"
+            " exit_code=NULL, started_at=excluded.started_at, ended_at=NULL, duration_s=NULL,"
+            " command=excluded.command, workdir=excluded.workdir, env=excluded.env, launcher=excluded.launcher,"
+            " system_id=excluded.system_id, nodes=excluded.nodes, tags=excluded.tags, facts='{}',"
+            " source=excluded.source, content_hash=excluded.content_hash"
+            " WHERE runs.status IN ('running', 'interrupted')",
+            (rec.id, rec.campaign, rec.benchmark, json.dumps(rec.params, sort_keys=True), rec.repeat,
+             now_iso(), rec.command, rec.workdir, json.dumps(rec.env), json.dumps(rec.launcher),
+             rec.system_id, rec.nodes, json.dumps(rec.tags), rec.source, rec.content_hash))
+        if cur.rowcount == 0:
+            raise sqlite3.IntegrityError(f"run {rec.id} is already stored as finished")
 
     def finish_run(self, run_id: str, status: str, valid: bool | None, reason: str | None,
                    exit_code: int | None, duration_s: float | None, metrics: Iterable[Metric],

@@ -214,11 +214,12 @@ def import_paths(store: Store, paths: Iterable[str], tags: dict | None = None, n
                  campaign: str | None = None, on_file: Callable[[FileReport], None] | None = None) -> ImportReport:
     rx = name_pattern_regex(name_pattern) if name_pattern else None
     report = ImportReport()
-    for path in expand_paths(paths):
-        rep = import_file(store, path, tags or {}, rx, campaign)
-        report.files.append(rep)
-        if on_file:
-            on_file(rep)
+    with store.batch():
+        for path in expand_paths(paths):
+            rep = import_file(store, path, tags or {}, rx, campaign)
+            report.files.append(rep)
+            if on_file:
+                on_file(rep)
     return report
 
 

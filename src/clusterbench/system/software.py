@@ -130,12 +130,18 @@ def variant_of_path(path: str | None) -> str | None:
     return parent
 
 
-def detect_blas(libdir: str | None = None) -> BlasInfo:
+def blas_variant_dirs(libdir: str | None = None) -> dict[str, str]:
+    """Variant name -> directory holding that variant's libblas.so.3 (Debian's layout)."""
     libdir = libdir or f"/usr/lib/{multiarch_triplet()}"
-    variants = {
+    return {
         os.path.basename(os.path.dirname(p)): os.path.dirname(p)
         for p in sorted(glob.glob(os.path.join(libdir, "*", "libblas.so.3")))
     }
+
+
+def detect_blas(libdir: str | None = None) -> BlasInfo:
+    libdir = libdir or f"/usr/lib/{multiarch_triplet()}"
+    variants = blas_variant_dirs(libdir)
     link = os.path.join(libdir, "libblas.so.3")
     resolved = os.path.realpath(link) if os.path.exists(link) else None
     alt = f"/etc/alternatives/libblas.so.3-{multiarch_triplet()}"
