@@ -41,3 +41,13 @@ def test_summarise_excludes_invalid_repeats():
     out = summarise(frame, ["nb"]).set_index("nb")
     assert out.loc[64, "n"] == 2 and out.loc[64, "mean"] == 81.0 and out.loc[64, "max"] == 82.0
     assert out.loc[64, "n_invalid"] == 1 and out.loc[128, "n_invalid"] == 0
+
+
+def test_api_stats_over_imported_nb_sweep(isolated_db):
+    from clusterbench import api
+    from tests.conftest import OUTPUTS, cli
+
+    assert cli("import", str(OUTPUTS / "this-machine" / "hpl-nbsweep-N13440-1x2.log"), "-q").returncode == 0
+    table = api.stats(metric="hpl_gflops", group_by=["nb"])
+    assert sorted(table["nb"]) == [64, 96, 128, 160, 192, 224, 256]
+    assert set(table["n"]) == {1} and table["warning"].str.contains("one sample").all()

@@ -39,3 +39,12 @@ def metrics(db: str | Path | None = None, name: str | None = None, benchmark: st
         r["tags"] = json.loads(r["tags"])
         records.append(r | {f"param.{k}": v for k, v in params.items()} | {f"label.{k}": v for k, v in labels.items()})
     return pd.DataFrame(records)
+
+
+def stats(db: str | Path | None = None, campaign: str | None = None, metric: str | None = None,
+          benchmark: str | None = None, group_by: list[str] | None = None) -> pd.DataFrame:
+    """Statistics over valid repeats, one row per metric and configuration (see analysis.stats)."""
+    from clusterbench.analysis.stats import metric_frame, summarise
+
+    with Store(db) as store:
+        return summarise(metric_frame(store, campaign, benchmark, metric), group_by)

@@ -12,14 +12,12 @@ over time, as the STFC cloud study did with cron to average out noisy neighbours
 
 from __future__ import annotations
 
-import signal
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from clusterbench.campaign.expand import PlannedRun
+from clusterbench.launch.process import signals_as_interrupt
 from clusterbench.store.db import Store
 from clusterbench.suite.executor import RunResult, execute
 
@@ -128,19 +126,3 @@ def run_campaign(store: Store, runs: list[PlannedRun], system_id: str | None, re
             eta.add(run, result.duration_s)
             reporter.run_finished(run, result, eta)
     return outcome
-
-
-@contextmanager
-def signals_as_interrupt() -> Iterator[None]:
-    """SIGTERM and SIGHUP (a batch system ending the job, a closed terminal) act like Ctrl-C:
-    the run in flight is killed and recorded as interrupted, everything finished stays."""
-
-    def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from clusterbench.cli.app import app, console, open_store
+from clusterbench.cli.app import app, console, err_console, open_store
 
 campaign_app = typer.Typer(help="Declarative sweeps: run a campaign file, resume it, list campaigns.",
                            no_args_is_help=True)
@@ -80,6 +80,7 @@ class ProgressReporter:
         self.progress, self.quiet = progress, quiet
         self.task = None
         self.eta_text = "ETA ?"
+        self.finished = 0
 
     def start(self, pending, done, eta) -> None:
         self.task = self.progress.add_task("starting", total=len(pending), eta="ETA ?")
@@ -99,6 +100,7 @@ class ProgressReporter:
             self.progress.update(self.task, eta=f"{self.eta_text} · {escape(detail)}")
 
     def run_finished(self, run, result, eta) -> None:
+        self.finished += 1
         self._eta(eta)
         self.progress.update(self.task, advance=1, eta=self.eta_text)
         if result.status != "ok" and not self.quiet:
@@ -130,7 +132,14 @@ def campaign_run(
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       TextColumn("{task.fields[eta]}"), console=console, disable=as_json) as progress:
             reporter = ProgressReporter(progress, as_json)
-            outcome = run_campaign(store, runs, info.fingerprint(), reporter, spread_s, retry_failed)
+            try:
+                outcome = run_campaign(store, runs, info.fingerprint(), reporter, spread_s, retry_failed)
+            except KeyboardInterrupt:
+                progress.stop()
+                err_console.print(f"[yellow]interrupted[/]: {reporter.finished} run(s) finished in this session "
+                                  "are stored; the run in flight is marked interrupted. Run the same command "
+                                  "again to continue.")
+                raise typer.Exit(130) from None
     counts = {s: outcome.count(s) for s in ("ok", "invalid", "failed", "timeout")}
     if as_json:
         print(json.dumps({"campaign": campaign.name, "runs": outcome.total, "skipped": outcome.skipped,

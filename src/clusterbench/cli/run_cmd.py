@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from clusterbench.cli.app import app, console, open_store
+from clusterbench.cli.app import app, console, err_console, open_store
 from clusterbench.cli.plan_cmd import LayoutName
 from clusterbench.cli.system_cmd import positive
 
@@ -32,6 +32,7 @@ def run(
 ) -> None:
     """Discover this machine, run HPCC sized to the budget, store everything, summarise."""
     from clusterbench.bench.hpl import find_xhpl
+    from clusterbench.launch.process import signals_as_interrupt
     from clusterbench.suite.characterise import plan_suite, run_suite
     from clusterbench.system.discover import discover
     from clusterbench.units import format_duration, parse_duration
@@ -76,7 +77,14 @@ def run(
                 progress.update(task, completed=done, total=total,
                                 description=f"{name}: {last['where']}")
 
-            result = run_suite(info, store, plan, tick)
+            try:
+                with signals_as_interrupt():
+                    result = run_suite(info, store, plan, tick)
+            except KeyboardInterrupt:
+                progress.stop()
+                err_console.print("[yellow]interrupted[/]: the run in flight is stored as interrupted "
+                                  "(see `clusterbench results`).")
+                raise typer.Exit(130) from None
         summary = summarise(info, result, str(store.path))
     if as_json:
         print(json.dumps(summary, indent=2))
@@ -116,7 +124,8 @@ def summarise(info, result, db_path: str) -> dict:
                      "bandwidth_gbs_max": val("MaxPingPongBandwidth_GBytes"),
                      "bandwidth_gbs_avg": val("AvgPingPongBandwidth_GBytes")},
         "runs": [{"id": r.id, "status": r.status, "valid": r.valid, "reason": r.reason,
-                  "duration_s": round(r.duration_s, 2), "workdir": str(r.workdir)} for r in result.runs],
+                  "duration_s": round(r.duration_s, 2), "workdir": str(r.workdir),
+                  "blas_loaded": r.outcome.facts.get("blas_loaded_resolved")} for r in result.runs],
         "database": db_path,
     }
     return out
@@ -156,6 +165,9 @@ def print_summary(s: dict) -> None:
                                    f"{_fmt(pp['latency_us_avg'], 'us', 3)} avg")
     t.add_row("Ping-pong bandwidth", f"{_fmt(pp['bandwidth_gbs_max'], 'GB/s')} max, "
                                      f"{_fmt(pp['bandwidth_gbs_avg'], 'GB/s')} avg")
+    loaded = sorted({lib for r in s["runs"] for lib in (r.get("blas_loaded") or [])})
+    if loaded:
+        t.add_row("BLAS (loaded)", escape(", ".join(loaded)))
     for r in s["runs"]:
         status = "[green]valid[/]" if r["valid"] else f"[red]{r['status']}[/]: {escape(r['reason'] or '')}"
         t.add_row("Run", f"{r['id']} ({status}, {r['duration_s']:.1f} s)")

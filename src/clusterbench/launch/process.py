@@ -11,7 +11,8 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,3 +66,19 @@ def run_process(cmd: list[str], cwd: Path, env: dict[str, str], timeout_s: float
         except BaseException:
             kill_group(proc)
             raise
+
+
+@contextmanager
+def signals_as_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP (a batch system ending the job, a closed terminal) act like Ctrl-C:
+    the run in flight is killed and recorded as interrupted, everything finished stays."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
