@@ -44,8 +44,9 @@ def test_summarise_excludes_invalid_repeats():
 
 
 def test_api_stats_over_imported_nb_sweep(isolated_db):
-    from clusterbench import api
     from tests.conftest import OUTPUTS, cli
+
+    from clusterbench import api
 
     assert cli("import", str(OUTPUTS / "this-machine" / "hpl-nbsweep-N13440-1x2.log"), "-q").returncode == 0
     table = api.stats(metric="hpl_gflops", group_by=["nb"])
