@@ -35,6 +35,19 @@ HPL_PARAMS = (
 )
 
 
+class HplFamily(MpiBenchmark):
+    """What HPCC and standalone HPL share: HPL's parameters, and how a point is completed."""
+
+    parameters = HPL_PARAMS
+    map_by: str | None = None
+    blas: str | None = None
+    blas_dir: str | None = None
+
+    @classmethod
+    def resolve(cls, point: dict, system: SystemInfo) -> None:
+        resolve_hpl_point(point, system)
+
+
 @lru_cache(maxsize=65536)
 def _suite_seconds(n: int, rpeak: float) -> float:
     return HpccTimeModel(rpeak).seconds(n)
@@ -60,7 +73,7 @@ def find_hpcc(path: str | None = None) -> str:
 
 
 @dataclass
-class Hpcc(MpiBenchmark):
+class Hpcc(HplFamily):
     n: int
     nb: int
     p: int
@@ -74,11 +87,6 @@ class Hpcc(MpiBenchmark):
     blas_dir: str | None = None
     name: str = "hpcc"
     artifacts: tuple[str, ...] = (INPUT, OUTPUT, "stdout.txt", "stderr.txt")
-    parameters = HPL_PARAMS
-
-    @classmethod
-    def resolve(cls, point: dict, system: SystemInfo) -> None:
-        resolve_hpl_point(point, system)
 
     @classmethod
     def from_point(cls, point: dict) -> Hpcc:

@@ -7,8 +7,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clusterbench.bench.base import MpiBenchmark
-from clusterbench.bench.hpcc import HPL_PARAMS, resolve_hpl_point
+from clusterbench.bench.hpcc import HplFamily
 from clusterbench.bench.hpl_output import hpl_outcome
 from clusterbench.bench.metrics import Outcome
 from clusterbench.bench.placement import available_rpeak, placement_fields
@@ -29,7 +28,7 @@ def find_xhpl(path: str | None = None) -> str | None:
 
 
 @dataclass
-class Hpl(MpiBenchmark):
+class Hpl(HplFamily):
     input: HplInput
     layout: Layout
     binary: str = field(default_factory=lambda: find_xhpl() or "xhpl")
@@ -39,11 +38,6 @@ class Hpl(MpiBenchmark):
     blas_dir: str | None = None
     name: str = "hpl"
     artifacts: tuple[str, ...] = ("HPL.dat", "stdout.txt", "stderr.txt")
-    parameters = HPL_PARAMS
-
-    @classmethod
-    def resolve(cls, point: dict, system: SystemInfo) -> None:
-        resolve_hpl_point(point, system)
 
     @classmethod
     def from_point(cls, point: dict) -> Hpl:
