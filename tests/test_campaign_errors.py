@@ -72,3 +72,11 @@ def test_plan_reports_the_same_error(tmp_path):
     path.write_text(GOOD_BLOCK.replace("n: 400", "n: -5"))
     out = cli("plan", str(path))
     assert out.returncode == 2 and f"{path}:5:" in out.stderr
+
+
+def test_missing_binary_stops_before_anything_runs(tmp_path, isolated_db):
+    path = tmp_path / "c.yaml"
+    path.write_text(GOOD_BLOCK.replace("n: 400", "n: 400\n      binary: /nonexistent/hpcc"))
+    out = cli("campaign", "run", str(path))
+    assert out.returncode == 2 and "hpcc binary not found" in out.stderr
+    assert sqlite3.connect(isolated_db).execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0

@@ -37,6 +37,7 @@ def metrics(db: str | Path | None = None, name: str | None = None, benchmark: st
         params = json.loads(r.pop("params"))
         labels = json.loads(r.pop("labels"))
         r["tags"] = json.loads(r["tags"])
+        r["facts"] = json.loads(r["facts"] or "{}")
         records.append(r | {f"param.{k}": v for k, v in params.items()} | {f"label.{k}": v for k, v in labels.items()})
     return pd.DataFrame(records)
 

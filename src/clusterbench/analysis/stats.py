@@ -45,19 +45,12 @@ def t95(df: int) -> float:
 def metric_frame(store: Store, campaign: str | None = None, benchmark: str | None = None,
                  metric: str | None = None) -> pd.DataFrame:
     """One row per stored metric value, with params, labels, tags and BLAS facts as columns."""
-    sql = ("SELECT r.id AS run_id, r.benchmark, r.campaign, r.repeat, r.status, r.valid AS run_valid,"
-           " r.params, r.tags, r.facts, r.started_at, m.name AS metric, m.value, m.unit, m.higher_is_better,"
-           " m.labels, m.valid AS metric_valid FROM metrics m JOIN runs r ON r.id = m.run_id WHERE 1=1")
-    args: list = []
-    for col, val in (("r.campaign", campaign), ("r.benchmark", benchmark), ("m.name", metric)):
-        if val is not None:
-            sql += f" AND {col}=?"
-            args.append(val)
     records = []
-    for row in store.conn.execute(sql + " ORDER BY r.started_at, m.id", args):
+    for row in store.metric_rows(metric, benchmark, campaign=campaign):
         rec = {k: row[k] for k in ("run_id", "benchmark", "campaign", "repeat", "status", "started_at",
-                                   "metric", "value", "unit")}
-        rec["valid"] = bool(row["metric_valid"]) and bool(row["run_valid"])
+                                   "value", "unit")}
+        rec["metric"] = row["name"]
+        rec["valid"] = bool(row["valid"]) and bool(row["run_valid"])
         rec["higher_is_better"] = bool(row["higher_is_better"])
         for prefix, blob in (("param", row["params"]), ("label", row["labels"]), ("tag", row["tags"])):
             rec |= {f"{prefix}.{k}": _scalar(v) for k, v in json.loads(blob or "{}").items()}

@@ -7,6 +7,7 @@ directory; stdout holds little.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from dataclasses import dataclass, field
@@ -66,6 +67,9 @@ INPUT = "hpccinf.txt"
 
 
 def find_hpcc(path: str | None = None) -> str:
+    if path and not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        raise MissingToolError(f"hpcc binary not found or not executable: {path}",
+                               hint="give the path of an hpcc binary, or leave it out to use hpcc on PATH")
     found = path or shutil.which("hpcc")
     if not found:
         raise MissingToolError("hpcc not found on PATH", hint="apt-get install hpcc")

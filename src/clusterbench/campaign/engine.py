@@ -77,31 +77,32 @@ class CampaignOutcome:
 
 
 def finished_ids(store: Store, runs: list[PlannedRun], retry_failed: bool = False) -> set[str]:
-    statuses = ("ok", "invalid") if retry_failed else FINISHED
-    ids = [r.id for r in runs]
-    done: set[str] = set()
-    for start in range(0, len(ids), 500):
-        chunk = ids[start:start + 500]
-        rows = store.conn.execute(
-            f"SELECT id FROM runs WHERE status IN ({','.join('?' * len(statuses))})"
-            f" AND id IN ({','.join('?' * len(chunk))})", (*statuses, *chunk)).fetchall()
-        done.update(row[0] for row in rows)
-    return done
+    return store.finished_ids([r.id for r in runs], ("ok", "invalid") if retry_failed else FINISHED)
 
 
 def learned_durations(store: Store, runs: list[PlannedRun]) -> list[tuple[PlannedRun, float]]:
     """Durations of this campaign's runs finished earlier, so a resumed ETA starts informed."""
-    by_id = {r.id: r for r in runs}
-    rows = store.conn.execute(
-        "SELECT id, duration_s FROM runs WHERE campaign=? AND duration_s IS NOT NULL AND status IN ('ok','invalid')",
-        (runs[0].campaign,)).fetchall() if runs else []
-    return [(by_id[row[0]], row[1]) for row in rows if row[0] in by_id]
+    if not runs:
+        return []
+    measured = store.durations(runs[0].campaign)
+    return [(r, measured[r.id]) for r in runs if r.id in measured]
+
+
+def preflight(runs: list[PlannedRun]) -> None:
+    """Build one instance per block before anything runs: a missing binary stops the
+    campaign now (exit code 2), not after hours of other runs."""
+    seen: set[str] = set()
+    for run in runs:
+        if run.block not in seen:
+            seen.add(run.block)
+            run.bench_class().from_point(run.params)
 
 
 def run_campaign(store: Store, runs: list[PlannedRun], system_id: str | None, reporter: Reporter,
                  spread_s: float | None = None, retry_failed: bool = False) -> CampaignOutcome:
     done = finished_ids(store, runs, retry_failed)
     pending = [r for r in runs if r.id not in done]
+    preflight(pending)
     eta = Eta({r.id: r for r in pending}, learned_durations(store, runs))
     outcome = CampaignOutcome(total=len(runs), skipped=len(done))
     reporter.start(pending, len(done), eta)

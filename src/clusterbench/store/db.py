@@ -305,6 +305,23 @@ class Store:
             sql += f" LIMIT {int(limit)}"
         return self.conn.execute(sql, args).fetchall()
 
+    def finished_ids(self, ids: list[str], statuses: tuple[str, ...]) -> set[str]:
+        """Which of these run ids are stored with one of these statuses."""
+        done: set[str] = set()
+        for start in range(0, len(ids), 500):  # SQLite limits the number of parameters
+            chunk = ids[start:start + 500]
+            rows = self.conn.execute(
+                f"SELECT id FROM runs WHERE status IN ({','.join('?' * len(statuses))})"
+                f" AND id IN ({','.join('?' * len(chunk))})", (*statuses, *chunk)).fetchall()
+            done.update(row[0] for row in rows)
+        return done
+
+    def durations(self, campaign: str) -> dict[str, float]:
+        """Run id -> measured duration of a campaign's completed (ok or invalid) runs."""
+        rows = self.conn.execute("SELECT id, duration_s FROM runs WHERE campaign=? AND duration_s IS NOT NULL"
+                                 " AND status IN ('ok', 'invalid')", (campaign,)).fetchall()
+        return {row[0]: row[1] for row in rows}
+
     def campaign_counts(self) -> list[sqlite3.Row]:
         return self.conn.execute(
             "SELECT campaign, COUNT(*) AS runs, SUM(status='ok') AS ok, SUM(status='invalid') AS invalid,"
@@ -327,14 +344,16 @@ class Store:
         return self.conn.execute("SELECT * FROM systems WHERE id=?", (system_id,)).fetchone()
 
     def metric_rows(self, name: str | None = None, benchmark: str | None = None,
-                    system_id: str | None = None, valid_only: bool = False) -> list[sqlite3.Row]:
+                    system_id: str | None = None, valid_only: bool = False,
+                    campaign: str | None = None) -> list[sqlite3.Row]:
         """Metrics joined with their runs: the shape analysis and the planner read."""
         sql = ("SELECT r.id AS run_id, r.benchmark, r.campaign, r.params, r.repeat, r.status,"
-               " r.valid AS run_valid, r.system_id, r.started_at, r.duration_s, r.tags,"
+               " r.valid AS run_valid, r.system_id, r.started_at, r.duration_s, r.tags, r.facts,"
                " m.name, m.value, m.unit, m.higher_is_better, m.labels, m.valid"
                " FROM metrics m JOIN runs r ON r.id = m.run_id WHERE 1=1")
         args: list = []
-        for col, val in (("m.name", name), ("r.benchmark", benchmark), ("r.system_id", system_id)):
+        for col, val in (("m.name", name), ("r.benchmark", benchmark), ("r.system_id", system_id),
+                         ("r.campaign", campaign)):
             if val is not None:
                 sql += f" AND {col}=?"
                 args.append(val)
