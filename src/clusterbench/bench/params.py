@@ -47,20 +47,3 @@ class Param:
 def _article(word: str) -> str:
     return "an" if word[0] in "aeiou" else "a"
 
-
-def check_point(params: tuple[Param, ...], point: dict[str, Any], benchmark: str) -> dict[str, Any]:
-    """Unknown names refused, values type-checked, declared defaults filled in."""
-    declared = {p.name: p for p in params}
-    for name in point:
-        if name not in declared:
-            raise UserInputError(f"{benchmark} has no parameter {name!r}",
-                                 hint=f"{benchmark} parameters: " + ", ".join(declared))
-    checked: dict[str, Any] = {}
-    for p in params:
-        if p.name in point and point[p.name] is not None:
-            checked[p.name] = p.check(point[p.name])
-        elif p.required:
-            raise UserInputError(f"{benchmark} needs the parameter {p.name!r}", hint=p.help or None)
-        elif p.default is not None:
-            checked[p.name] = p.default
-    return checked

@@ -145,13 +145,6 @@ KINDS: list[tuple[str, Callable[[str], bool], Callable[[str], list[Result]] | No
 SKIP_NOTES = {"hpcg-log": "HPCG log file: the results are in the HPCG-Benchmark report file"}
 
 
-def recognise(text: str) -> str | None:
-    for kind, test, _ in KINDS:
-        if test(text):
-            return kind
-    return None
-
-
 def parse_file(text: str) -> tuple[str | None, list[Result]]:
     for kind, test, split in KINDS:
         if test(text):
