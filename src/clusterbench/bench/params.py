@@ -30,6 +30,9 @@ class Param:
 
     def check(self, value: Any) -> Any:
         """The value converted to this parameter's type, or a UserInputError saying why not."""
+        if type(value) is self.kind and (self.choices is None or value in self.choices) \
+                and (self.minimum is None or value >= self.minimum):
+            return value  # the common case, first: campaigns check every parameter of every point
         kind_name = self.kind.__name__
         if self.kind is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
