@@ -46,6 +46,19 @@ class Benchmark(ABC):
     def estimate_s(cls, point: dict, system: SystemInfo) -> float | None:
         return None
 
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        """Can it run here? (yes/no, and what it uses or how to install what is missing)"""
+        return True, "always"
+
+    @classmethod
+    def summary(cls) -> str:
+        """First line of the module's docstring: what `clusterbench benchmarks` shows."""
+        import sys
+
+        doc = sys.modules[cls.__module__].__doc__ or ""
+        return doc.strip().splitlines()[0] if doc.strip() else ""
+
     @abstractmethod
     def params(self) -> dict:
         """The parameter point, as stored with the run."""

@@ -93,6 +93,13 @@ class Hpcc(HplFamily):
     artifacts: tuple[str, ...] = (INPUT, OUTPUT, "stdout.txt", "stderr.txt")
 
     @classmethod
+    def available(cls) -> tuple[bool, str]:
+        try:
+            return True, find_hpcc()
+        except MissingToolError as exc:
+            return False, f"{exc.message} ({exc.hint})"
+
+    @classmethod
     def from_point(cls, point: dict) -> Hpcc:
         return cls(n=point["n"], nb=point["nb"], p=point["p"], q=point["q"],
                    binary=find_hpcc(point.get("binary")), threshold=point["threshold"],

@@ -40,6 +40,13 @@ class Hpl(HplFamily):
     artifacts: tuple[str, ...] = ("HPL.dat", "stdout.txt", "stderr.txt")
 
     @classmethod
+    def available(cls) -> tuple[bool, str]:
+        found = find_xhpl()
+        if found:
+            return True, found
+        return False, "xhpl not found: set $CLUSTERBENCH_XHPL or put a built xhpl on PATH"
+
+    @classmethod
     def from_point(cls, point: dict) -> Hpl:
         binary = find_xhpl(point.get("binary"))
         if not binary:

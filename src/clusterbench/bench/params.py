@@ -34,6 +34,8 @@ class Param:
                 and (self.minimum is None or value >= self.minimum):
             return value  # the common case, first: campaigns check every parameter of every point
         kind_name = self.kind.__name__
+        if self.kind is str and isinstance(value, bool) and self.choices:
+            value = _yaml_word(value, self.choices)
         if self.kind is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         elif self.kind is int and isinstance(value, float) and value.is_integer():
@@ -50,3 +52,8 @@ class Param:
 def _article(word: str) -> str:
     return "an" if word[0] in "aeiou" else "a"
 
+
+def _yaml_word(value: bool, choices: tuple[str, ...]) -> str | bool:
+    """YAML 1.1 reads `off`, `no`, `on`, `yes` as booleans; give a word parameter its word back."""
+    words = ("off", "no", "false") if value is False else ("on", "yes", "true")
+    return next((w for w in words if w in choices), value)

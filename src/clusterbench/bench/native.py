@@ -1,0 +1,146 @@
+"""What clusterbench's own C kernels share: build on first use, launch, placement parameters.
+
+A kernel module declares `kernel` (the C source name), whether it needs MPI, OpenMP or BLAS,
+its own parameters and `arguments()`; this base class compiles it through the build cache
+(native/build.py) when an instance is made, so a compiler error stops a campaign before its
+first run, and launches it directly (one process) or through `mpirun` (several ranks, or
+always for MPI-only kernels), with the binding and thread environment of the point.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+from clusterbench.bench.base import Benchmark
+from clusterbench.bench.params import Param
+from clusterbench.bench.placement import BIND_CHOICES, DEFAULT_BLAS, blas_variants, default_blas_for
+from clusterbench.errors import UserInputError
+from clusterbench.launch.mpirun import MpiLaunch, mpirun_command
+from clusterbench.native import build as native
+from clusterbench.system.discover import SystemInfo
+
+PLACEMENT_PARAMS = (
+    Param("ranks", int, None, "MPI ranks (default: the kernel's)", minimum=1),
+    Param("threads", int, None, "OpenMP threads per rank (default: the kernel's)", minimum=1),
+    Param("bind_to", str, None, "mpirun --bind-to: core, socket, numa or none", choices=BIND_CHOICES),
+    Param("map_by", str, None, "mpirun --map-by: core, socket, numa, node, ppr:1:socket, ..."),
+    Param("cflags", str, None, f"compiler flags (default: $CLUSTERBENCH_CFLAGS or '{native.DEFAULT_CFLAGS}')"),
+)
+BLAS_PARAM = Param("blas", str, None, "BLAS variant (openblas-serial, blis-openmp, ...) or 'default'")
+
+
+@dataclass
+class NativeKernel(Benchmark):
+    point: dict = field(default_factory=dict)
+    binary: Path | None = None
+    blas: str | None = None
+    blas_dir: str | None = None
+
+    kernel: ClassVar[str] = ""
+    needs_mpi: ClassVar[bool] = False  # MPI-only kernels always run under mpirun
+    openmp: ClassVar[bool] = False
+    libs: ClassVar[tuple[str, ...]] = ()
+    default_ranks: ClassVar[int] = 1
+    threaded_default: ClassVar[bool] = True  # threads default to cores / ranks, else 1
+
+    # ------------------------------------------------------------------ campaign hooks
+
+    @classmethod
+    def resolve(cls, point: dict, system: SystemInfo) -> None:
+        cores = max(system.topology.cores_total, 1)
+        ranks = point.get("ranks") or (cores if cls.default_ranks == 0 else cls.default_ranks)
+        threads = point.get("threads") or (max(cores // ranks, 1) if cls.threaded_default else 1)
+        bind = point.get("bind_to") or ("core" if threads == 1 else "none")
+        point.update(ranks=ranks, threads=threads, bind_to=bind)
+        if cls.uses_blas:
+            variants = blas_variants()
+            blas = point.get("blas") or default_blas_for(threads, variants)
+            if blas != DEFAULT_BLAS and blas not in variants:
+                raise UserInputError(f"BLAS variant {blas!r} is not installed on this machine",
+                                     hint="installed variants: " + (", ".join(sorted(variants)) or "none"))
+            point["blas"] = blas
+        cls.check(point, system)
+
+    @classmethod
+    def check(cls, point: dict, system: SystemInfo) -> None:
+        """Refuse impossible points before anything runs (subclasses add their limits)."""
+
+    @classmethod
+    def from_point(cls, point: dict) -> NativeKernel:
+        mpi = cls.needs_mpi or point["ranks"] > 1
+        cflags = shlex.split(point["cflags"]) if point.get("cflags") else None
+        built = native.build(cls.kernel, mpi=mpi, openmp=cls.openmp, libs=cls.libs, cflags=cflags,
+                             defines=("USE_MPI",) if mpi and not cls.needs_mpi else ())
+        blas = point.get("blas")
+        blas_dir = blas_variants().get(blas) if blas and blas != DEFAULT_BLAS else None
+        return cls(point=point, binary=built.binary, blas_dir=blas_dir, blas=blas)
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        try:
+            native.find_compiler(cls.needs_mpi)
+        except UserInputError as exc:
+            return False, f"{exc.message} ({exc.hint})"
+        return True, f"built on first use with {'mpicc' if cls.needs_mpi else 'cc or mpicc'}"
+
+    # ------------------------------------------------------------------ running
+
+    def arguments(self) -> list[str]:
+        raise NotImplementedError
+
+    def params(self) -> dict:
+        return self.point
+
+    def env(self) -> dict[str, str]:
+        t = str(self.point["threads"])
+        env = {"OMP_NUM_THREADS": t, "OPENBLAS_NUM_THREADS": t, "BLIS_NUM_THREADS": t, "MKL_NUM_THREADS": t}
+        if self.blas_dir:
+            rest = os.environ.get("LD_LIBRARY_PATH", "")
+            env["LD_LIBRARY_PATH"] = self.blas_dir + (os.pathsep + rest if rest else "")
+        return env
+
+    def uses_mpirun(self) -> bool:
+        return self.needs_mpi or self.point["ranks"] > 1
+
+    def mpi_launch(self) -> MpiLaunch:
+        return MpiLaunch(ranks=self.point["ranks"], env=self.env(), bind_to=self.point["bind_to"],
+                         map_by=self.point.get("map_by"), oversubscribe=self.point["ranks"] > os.cpu_count())
+
+    def command(self) -> list[str]:
+        program = [str(self.binary), *self.arguments()]
+        return mpirun_command(self.mpi_launch(), program) if self.uses_mpirun() else program
+
+    def launcher(self) -> dict:
+        if not self.uses_mpirun():
+            return {"name": "local", "binary": str(self.binary)}
+        launch = self.mpi_launch()
+        return {"name": "mpirun", "ranks": launch.ranks, "bind_to": launch.bind_to, "map_by": launch.map_by,
+                "binary": str(self.binary)}
+
+    def stdout(self, workdir: Path) -> str:
+        try:
+            return (workdir / "stdout.txt").read_text(errors="replace")
+        except OSError:
+            return ""
+
+
+def memory_limit(system: SystemInfo, fraction: float = 0.6) -> int | None:
+    """Bytes a kernel's arrays may take: a fraction of MemAvailable (else MemTotal)."""
+    mem = system.memory
+    if mem and mem.available_bytes:
+        return int(mem.available_bytes * fraction)
+    total = system.memory_bytes()
+    return int(total * fraction) if total else None
+
+
+def have_library(name: str) -> bool:
+    """Is lib<name>.so (the development link) where the compiler will look?"""
+    from clusterbench.system.software import multiarch_triplet
+
+    dirs = [f"/usr/lib/{multiarch_triplet()}", "/usr/lib", "/usr/lib64", "/usr/local/lib",
+            *os.environ.get("LIBRARY_PATH", "").split(os.pathsep)]
+    return any(os.path.exists(os.path.join(d, f"lib{name}.so")) for d in dirs if d)

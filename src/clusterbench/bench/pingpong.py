@@ -1,0 +1,77 @@
+"""`pingpong`: latency and bandwidth between two ranks by the IMB PingPong method (own C kernel).
+
+Message sizes 0 and 2^min_log2 .. 2^max_log2 bytes; warm-up; repetitions per size by IMB's
+policy (at most `iter`, fewer for large messages so that each size moves about 40 MiB), or
+`iter` for every size with `iter_policy: off`. One-way time in microseconds, bandwidth in
+MB/s (10^6 bytes); latency is the 0-byte time. Where the two ranks sit is the placement:
+`map_by: core` keeps them on one socket, `map_by: socket` puts them on two, `map_by: node`
+on two nodes.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from clusterbench.bench.metrics import Metric, Outcome
+from clusterbench.bench.native import PLACEMENT_PARAMS, NativeKernel
+from clusterbench.bench.params import Param
+from clusterbench.errors import UserInputError
+from clusterbench.system.discover import SystemInfo
+
+MAX_LOG2 = 30  # 1 GiB messages: beyond, buffers stop being a message-passing question
+_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s*$", re.M)
+_HOSTS = re.compile(r"rank 0 on (\S+), rank 1 on (\S+)")
+
+
+def parse_pingpong(text: str) -> list[tuple[int, int, float, float]]:
+    return [(int(b), int(r), float(t), float(bw)) for b, r, t, bw in _ROW.findall(text)]
+
+
+class PingPong(NativeKernel):
+    name = "pingpong"
+    kernel = "pingpong"
+    needs_mpi = True
+    default_ranks = 2
+    threaded_default = False
+    parameters = (
+        Param("min_log2", int, 0, "smallest non-zero size is 2^min_log2 bytes (0 bytes is always measured)",
+              minimum=0),
+        Param("max_log2", int, 22, f"largest size is 2^max_log2 bytes (at most {MAX_LOG2})", minimum=0),
+        Param("iter", int, 1000, "repetitions per size (the most, with the dynamic policy)", minimum=1),
+        Param("iter_policy", str, "dynamic", "dynamic (IMB's default: fewer repetitions for large messages) "
+              "or off", choices=("dynamic", "off")),
+        *PLACEMENT_PARAMS,
+    )
+
+    @classmethod
+    def check(cls, point: dict, system: SystemInfo) -> None:
+        if point["max_log2"] > MAX_LOG2:
+            raise UserInputError(f"max_log2={point['max_log2']}: messages of 2^{point['max_log2']} bytes are above "
+                                 f"the limit of 2^{MAX_LOG2} (1 GiB)")
+        if point["min_log2"] > point["max_log2"]:
+            raise UserInputError(f"min_log2={point['min_log2']} is larger than max_log2={point['max_log2']}")
+        if point["ranks"] < 2:
+            raise UserInputError("ranks: ping-pong needs at least 2 ranks")
+
+    def arguments(self) -> list[str]:
+        p = self.point
+        return [str(p["min_log2"]), str(p["max_log2"]), str(p["iter"]), p["iter_policy"]]
+
+    def parse(self, workdir: Path) -> Outcome:
+        text = self.stdout(workdir)
+        rows = parse_pingpong(text)
+        hosts = _HOSTS.search(text)
+        out = Outcome(facts={"hosts": list(hosts.groups()) if hosts else None})
+        expected = self.point["max_log2"] - self.point["min_log2"] + 2
+        if len(rows) != expected or "# done" not in text:
+            out.invalidate(f"expected {expected} message sizes and the end marker, found {len(rows)} rows")
+        for size, reps, usec, mbs in rows:
+            labels = {"bytes": size, "repetitions": reps}
+            out.metrics.append(Metric("pingpong_time_us", usec, "us", False, labels, out.valid))
+            out.metrics.append(Metric("pingpong_bandwidth", mbs, "MB/s", True, labels, out.valid))
+        if rows:
+            out.metrics.append(Metric("latency_us", rows[0][2], "us", False, {"bytes": rows[0][0]}, out.valid))
+            peak = max(rows, key=lambda r: r[3])
+            out.metrics.append(Metric("peak_bandwidth", peak[3], "MB/s", True, {"bytes": peak[0]}, out.valid))
+        return out

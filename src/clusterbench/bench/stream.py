@@ -1,0 +1,67 @@
+"""`stream`: memory bandwidth by the STREAM method (clusterbench's own C kernel).
+
+Copy, Scale, Add and Triad over three arrays; the best of NTIMES repetitions excluding the
+first; MB/s of 10^6 bytes counted as STREAM counts them; validation of the results. Arrays are
+sized to at least four times the node's total last-level cache (STREAM's rule) unless `n` is
+given. Threads are OpenMP threads; with several ranks every rank runs its own arrays at the
+same time (HPCC's StarSTREAM) and the table reports the aggregate, with per-rank min/avg/max.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from clusterbench.bench.metrics import Metric, Outcome
+from clusterbench.bench.native import PLACEMENT_PARAMS, NativeKernel, memory_limit
+from clusterbench.bench.params import Param
+from clusterbench.bench.stream_output import stream_outcome
+from clusterbench.errors import UserInputError
+from clusterbench.system.discover import SystemInfo
+from clusterbench.units import format_bytes
+
+MIN_ELEMENTS = 1_000_000
+_PER_RANK = re.compile(r"^Per-rank (\w+):\s+min ([\d.]+) avg ([\d.]+) max ([\d.]+) MB/s", re.M)
+
+
+def elements_for(system: SystemInfo) -> int:
+    """STREAM's rule: each array at least 4 x the total last-level cache of the node."""
+    llc = system.topology.last_level_cache_bytes() or 0
+    return max(MIN_ELEMENTS, -(-4 * llc // 8))
+
+
+class Stream(NativeKernel):
+    name = "stream"
+    kernel = "stream"
+    openmp = True
+    default_ranks = 1
+    parameters = (
+        Param("n", int, None, "elements per array (default: 4 x last-level cache, at least 1e6)", minimum=1000),
+        Param("ntimes", int, 10, "repetitions of each kernel (the first is not counted)", minimum=2),
+        *PLACEMENT_PARAMS,
+    )
+
+    @classmethod
+    def check(cls, point: dict, system: SystemInfo) -> None:
+        point["n"] = point.get("n") or elements_for(system)
+        need = 3 * 8 * point["n"] * point["ranks"]
+        limit = memory_limit(system)
+        if limit is not None and need > limit:
+            raise UserInputError(f"n={point['n']}: the arrays need {format_bytes(need)} over {point['ranks']} "
+                                 f"rank(s), more than the {format_bytes(limit)} this node can spare",
+                                 hint=f"use n <= {limit // (24 * point['ranks'])}")
+
+    def arguments(self) -> list[str]:
+        return [str(self.point["n"]), str(self.point["ntimes"])]
+
+    def parse(self, workdir: Path) -> Outcome:
+        text = self.stdout(workdir)
+        out = stream_outcome(text)
+        for kernel, lo, avg, hi in _PER_RANK.findall(text) if self.point["ranks"] > 1 else ():
+            for stat, value in (("min", lo), ("avg", avg), ("max", hi)):
+                out.metrics.append(Metric(f"stream_{kernel.lower()}_per_rank", float(value), "MB/s", True,
+                                          {"stat": stat}))
+        if not out.valid:
+            for m in out.metrics:
+                m.valid = False
+        return out

@@ -1,0 +1,142 @@
+"""`clusterbench benchmarks` (what can run here) and `clusterbench bench NAME -p key=value`."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+import yaml
+from rich.markup import escape
+from rich.table import Table
+
+from clusterbench.cli.app import app, console, err_console, open_store
+
+
+@app.command()
+def benchmarks(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """The benchmark modules, whether each can run on this machine, and their parameters."""
+    from clusterbench.bench.params import REQUIRED
+    from clusterbench.bench.registry import BENCHMARKS
+
+    rows = []
+    for name, cls in BENCHMARKS.items():
+        ok, why = cls.available()
+        params = [{"name": p.name, "type": p.kind.__name__, "required": p.default is REQUIRED,
+                   "default": None if p.default is REQUIRED else p.default, "help": p.help} for p in cls.parameters]
+        rows.append({"name": name, "available": ok, "detail": why, "summary": cls.summary(), "parameters": params})
+    if as_json:
+        print(json.dumps(rows, indent=2, default=str))
+        return
+    table = Table(title="benchmarks", title_justify="left")
+    for col in ("name", "available", "what", "here", "parameters"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        names = ", ".join(p["name"] + ("*" if p["required"] else "") for p in r["parameters"])
+        table.add_row(r["name"], "[green]yes[/]" if r["available"] else "[red]no[/]", escape(r["summary"]),
+                      escape(r["detail"]), escape(names))
+    console.print(table)
+    console.print("* required. Run one: clusterbench bench NAME -p key=value ...; sweep: see docs/campaigns.md")
+
+
+def parse_assignments(items: list[str]) -> dict:
+    """['n=2000', 'bind_to=core'] -> {'n': 2000, 'bind_to': 'core'} (values read as YAML scalars)."""
+    from clusterbench.errors import UserInputError
+
+    out = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise UserInputError(f"invalid parameter {item!r}", hint="write -p key=value, e.g. -p n=2000")
+        try:
+            out[key.strip()] = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            out[key.strip()] = raw
+    return out
+
+
+@app.command()
+def bench(
+    name: Annotated[str, typer.Argument(help="Benchmark module (see `clusterbench benchmarks`).")],
+    param: Annotated[list[str] | None, typer.Option(
+        "--param", "-p", help="A parameter: -p n=4000 -p bind_to=core (repeatable).")] = None,
+    repeats: Annotated[int, typer.Option(help="Runs of this point.", min=1)] = 1,
+    timeout: Annotated[str | None, typer.Option(help="Per-run limit (e.g. 10m); the process tree is killed.")] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag", help="Tag the runs: --tag key=value.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the runs and metrics as JSON.")] = False,
+) -> None:
+    """Run one benchmark once (or --repeats times), store it like any run, print its metrics."""
+    from clusterbench.campaign.expand import expand
+    from clusterbench.campaign.spec import BenchmarkBlock, Campaign, CampaignError
+    from clusterbench.errors import UserInputError
+    from clusterbench.launch.process import signals_as_interrupt
+    from clusterbench.store.importer import parse_tags
+    from clusterbench.suite.executor import execute, new_run_id
+    from clusterbench.system.discover import discover
+
+    params = parse_assignments(param or [])
+    info = discover()
+    try:
+        block = BenchmarkBlock(benchmark=name, params=params, timeout=timeout, repeats=repeats)
+        runs = expand(Campaign(name="bench", benchmarks=[block]), None, info)
+    except CampaignError as exc:  # "benchmarks[0].params.n: ..." -> "-p n: ..."
+        text = exc.message.replace("benchmarks[0].params.", "-p ").replace("benchmarks[0].", "")
+        raise UserInputError(text, hint=exc.hint) from None
+    except ValueError as exc:  # pydantic: a bad --timeout
+        raise UserInputError(f"--timeout: {exc.errors()[0]['msg'] if hasattr(exc, 'errors') else exc}") from None
+    tags = parse_tags(tag or [])
+    results = []
+    with open_store() as store, signals_as_interrupt():
+        store.save_system(info.fingerprint(), info.topology.hostname, info.fingerprint_facts(), info.to_dict())
+        for run in runs:
+            instance = run.bench_class().from_point(run.params)
+            with console.status(f"{name} r{run.repeat}", spinner="dots") if not as_json else _nothing():
+                try:
+                    result = execute(store, instance, info.fingerprint(), run_id=new_run_id(name), repeat=run.repeat,
+                                     timeout_s=run.timeout_s, tags=tags, params=run.params, extra_env=run.env)
+                except KeyboardInterrupt:
+                    err_console.print("[yellow]interrupted[/]: the run in flight is stored as interrupted")
+                    raise typer.Exit(130) from None
+            results.append(result)
+    if as_json:
+        print(json.dumps([{"id": r.id, "status": r.status, "valid": r.valid, "reason": r.reason,
+                           "duration_s": r.duration_s, "workdir": str(r.workdir), "facts": r.outcome.facts,
+                           "metrics": [m.__dict__ for m in r.outcome.metrics]} for r in results],
+                         indent=2, default=str))
+        return
+    for r in results:
+        print_metrics(r)
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def print_metrics(result) -> None:
+    """Scalar metrics in one table; metrics per message size side by side in another."""
+    style = "green" if result.status == "ok" else "red"
+    console.print(f"[bold]{escape(result.id)}[/] [{style}]{result.status}[/] in {result.duration_s:.1f} s"
+                  + (f": {escape(result.reason)}" if result.reason else ""))
+    sized = [m for m in result.outcome.metrics if "bytes" in m.labels and m.name not in ("latency_us",
+                                                                                          "peak_bandwidth")]
+    plain = [m for m in result.outcome.metrics if m not in sized]
+    if plain:
+        table = Table("metric", "value", "unit", "labels")
+        for m in plain:
+            labels = " ".join(f"{k}={v}" for k, v in m.labels.items())
+            table.add_row(m.name, f"{m.value:.6g}", m.unit, escape(labels), style=None if m.valid else "red")
+        console.print(table)
+    if sized:
+        names = list(dict.fromkeys(m.name for m in sized))
+        table = Table("bytes", *[f"{n} ({next(m.unit for m in sized if m.name == n)})" for n in names])
+        by_size: dict[int, dict] = {}
+        for m in sized:
+            by_size.setdefault(m.labels["bytes"], {})[m.name] = m.value
+        for size, values in sorted(by_size.items()):
+            table.add_row(str(size), *[f"{values.get(n, float('nan')):.2f}" for n in names])
+        console.print(table)
+    console.print(f"stored; details: clusterbench results {escape(result.id)}")

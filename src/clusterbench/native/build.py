@@ -1,0 +1,121 @@
+"""Compile clusterbench's own C kernels on first use, against this cluster's compiler and MPI.
+
+A wheel cannot carry binaries linked to every site's MPI, so the sources ship in the package
+(`native/src/*.c`) and are built with the detected `mpicc` (MPI kernels) or `cc` into a cache:
+`$CLUSTERBENCH_CACHE` or `$XDG_CACHE_HOME/clusterbench/native/<kernel>-<key>/`. The key hashes
+the compiler's path and version, what the MPI wrapper adds (`mpicc --showme` / `-show`), the
+flags, the libraries and the source; changing any of them builds a new binary, and an
+unchanged one is reused. Builds go to a temporary file renamed into place under a lock, so two
+campaigns starting at once neither race nor leave a half-written binary.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from clusterbench.errors import MissingToolError, UserInputError
+
+DEFAULT_CFLAGS = "-O3 -march=native"
+
+
+class BuildError(UserInputError):
+    """A kernel did not compile: the command and the compiler's messages, exit code 2."""
+
+
+@dataclass(frozen=True)
+class Build:
+    kernel: str
+    binary: Path
+    key: str
+    command: list[str]
+    rebuilt: bool
+
+
+def source_path(kernel: str) -> Path:
+    path = Path(str(resources.files("clusterbench.native") / "src" / f"{kernel}.c"))
+    if not path.is_file():
+        raise UserInputError(f"no native kernel named {kernel!r}")
+    return path
+
+
+def cache_root() -> Path:
+    if os.environ.get("CLUSTERBENCH_CACHE"):
+        return Path(os.environ["CLUSTERBENCH_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "clusterbench" / "native"
+
+
+def default_cflags() -> list[str]:
+    return shlex.split(os.environ.get("CLUSTERBENCH_CFLAGS", DEFAULT_CFLAGS))
+
+
+def find_compiler(mpi: bool) -> str:
+    """`mpicc` ($CLUSTERBENCH_MPICC) for MPI kernels, `cc` ($CC) for the others."""
+    name = (os.environ.get("CLUSTERBENCH_MPICC") or "mpicc") if mpi else (os.environ.get("CC") or "cc")
+    path = shutil.which(name)
+    if not path:
+        hint = ("apt-get install libopenmpi-dev (or load your MPI module)" if mpi
+                else "apt-get install gcc (or set CC)")
+        raise MissingToolError(f"compiler {name!r} not found on PATH", hint=hint)
+    return path
+
+
+def _output(cmd: list[str]) -> str:
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return (done.stdout + done.stderr).strip()
+
+
+def toolchain_identity(compiler: str) -> dict:
+    """What decides the binary besides the source: compiler, its version, the MPI it wraps."""
+    identity = {"compiler": os.path.realpath(compiler), "version": _output([compiler, "--version"]).splitlines()[:1]}
+    if "mpi" in os.path.basename(compiler):
+        identity["mpi"] = _output([compiler, "--showme"]) or _output([compiler, "-show"])
+    return identity
+
+
+def build(kernel: str, mpi: bool, openmp: bool = False, libs: tuple[str, ...] = (),
+          cflags: list[str] | None = None, defines: tuple[str, ...] = ()) -> Build:
+    """The cached binary of `kernel` for this toolchain and these flags, compiled if needed."""
+    source = source_path(kernel)
+    compiler = find_compiler(mpi)
+    flags = list(cflags if cflags is not None else default_cflags())
+    if openmp:
+        flags.append("-fopenmp")
+    flags += [f"-D{d}" for d in defines]
+    inputs = {"kernel": kernel, "toolchain": toolchain_identity(compiler), "flags": flags, "libs": list(libs),
+              "source_sha256": hashlib.sha256(source.read_bytes()).hexdigest()}
+    key = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
+    folder = cache_root() / f"{kernel}-{key}"
+    binary = folder / kernel
+    cmd = [compiler, *flags, "-o", str(binary), str(source), *[f"-l{lib}" for lib in libs], "-lm"]
+    if binary.is_file() and os.access(binary, os.X_OK):
+        return Build(kernel, binary, key, cmd, rebuilt=False)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if binary.is_file():  # built by someone else while we waited
+            return Build(kernel, binary, key, cmd, rebuilt=False)
+        partial = folder / f".{kernel}.{os.getpid()}"
+        cmd_partial = [*cmd[: cmd.index("-o") + 1], str(partial), *cmd[cmd.index("-o") + 2:]]
+        done = subprocess.run(cmd_partial, capture_output=True, text=True)
+        if done.returncode != 0:
+            partial.unlink(missing_ok=True)
+            messages = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
+            raise BuildError(f"compiling the {kernel} kernel failed (exit code {done.returncode}):\n"
+                             f"$ {shlex.join(cmd)}\n{messages}",
+                             hint="check the compiler and flags (CLUSTERBENCH_CFLAGS, the cflags parameter)")
+        os.replace(partial, binary)
+        (folder / "build.json").write_text(json.dumps(inputs | {"command": cmd}, indent=2))
+    return Build(kernel, binary, key, cmd, rebuilt=True)

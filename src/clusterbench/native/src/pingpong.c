@@ -1,0 +1,79 @@
+/* clusterbench pingpong: the IMB PingPong method between ranks 0 and 1 (others wait).
+ *
+ * For each message size (0, then 2^a .. 2^b bytes): a few warm-up exchanges, then R
+ * repetitions of rank 0 sending and rank 1 sending back; the one-way time is the elapsed time
+ * / (2R), in microseconds, and the bandwidth is size / one-way time in MB/s (10^6 bytes).
+ * Repetitions follow IMB's default policy: R = min(ITER, max(1, OVERALL_VOL / size)) with
+ * OVERALL_VOL = 40 MiB, so large messages are repeated fewer times; policy "off" uses ITER
+ * for every size.
+ *
+ * Usage: pingpong MIN_LOG2 MAX_LOG2 ITER POLICY(dynamic|off)
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define OVERALL_VOL (40L * 1024 * 1024)
+#define WARMUP 2
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (argc < 5 || size < 2) {
+        if (rank == 0) fprintf(stderr, "usage: mpirun -np 2 %s MIN_LOG2 MAX_LOG2 ITER POLICY\n", argv[0]);
+        MPI_Finalize();
+        return 2;
+    }
+    const int lo = atoi(argv[1]), hi = atoi(argv[2]), iter = atoi(argv[3]);
+    const int dynamic = strcmp(argv[4], "off") != 0;
+    const long maxbytes = 1L << hi;
+    char *buf = malloc(maxbytes > 0 ? maxbytes : 1);
+    memset(buf, 1, maxbytes > 0 ? maxbytes : 1);
+    char host[MPI_MAX_PROCESSOR_NAME];
+    int len;
+    MPI_Get_processor_name(host, &len);
+    char peer[MPI_MAX_PROCESSOR_NAME] = "";
+    if (rank == 1) MPI_Send(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0, 9, MPI_COMM_WORLD);
+    if (rank == 0) {
+        MPI_Recv(peer, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 1, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        printf("# clusterbench pingpong (IMB PingPong method)\n");
+        printf("# ranks = %d, rank 0 on %s, rank 1 on %s\n", size, host, peer);
+        printf("# iter = %d, policy = %s, overall volume = %ld bytes\n", iter, dynamic ? "dynamic" : "off",
+               OVERALL_VOL);
+        printf("#%11s %12s %14s %14s\n", "bytes", "repetitions", "t[usec]", "MB/s");
+    }
+    for (int k = lo - 1; k <= hi; k++) {  /* k = lo - 1 stands for the 0-byte message */
+        const long bytes = k < lo ? 0 : 1L << k;
+        long reps = iter;
+        if (dynamic && bytes > 0 && OVERALL_VOL / bytes < reps) reps = OVERALL_VOL / bytes > 0 ? OVERALL_VOL / bytes : 1;
+        double t = 0;
+        if (rank < 2) {
+            const int other = 1 - rank;
+            for (long r = -WARMUP; r < reps; r++) {
+                if (r == 0) { MPI_Barrier(MPI_COMM_WORLD); t = MPI_Wtime(); }
+                if (rank == 0) {
+                    MPI_Send(buf, bytes, MPI_CHAR, other, 1, MPI_COMM_WORLD);
+                    MPI_Recv(buf, bytes, MPI_CHAR, other, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                } else {
+                    MPI_Recv(buf, bytes, MPI_CHAR, other, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                    MPI_Send(buf, bytes, MPI_CHAR, other, 1, MPI_COMM_WORLD);
+                }
+            }
+            t = MPI_Wtime() - t;
+        } else {
+            MPI_Barrier(MPI_COMM_WORLD);
+        }
+        if (rank == 0) {
+            const double usec = 1e6 * t / (2.0 * reps);
+            printf("%12ld %12ld %14.2f %14.2f\n", bytes, reps, usec, usec > 0 ? bytes / usec : 0.0);
+            fflush(stdout);
+        }
+    }
+    if (rank == 0) printf("# done\n");
+    free(buf);
+    MPI_Finalize();
+    return 0;
+}

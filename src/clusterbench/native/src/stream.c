@@ -1,0 +1,150 @@
+/* clusterbench stream: McCalpin's STREAM method (Copy, Scale, Add, Triad), written for clusterbench.
+ *
+ * Method (as in stream.c 5.10): three arrays of N doubles, NTIMES repetitions of each kernel,
+ * the best time of repetitions 2..NTIMES (the first is excluded), bytes counted as STREAM
+ * counts them (Copy/Scale 2 x 8 x N, Add/Triad 3 x 8 x N), MB = 10^6 bytes, and validation of
+ * the final array values against the values the kernels must produce.
+ *
+ * With -DUSE_MPI every rank runs independently on its own arrays (HPCC's "star" mode); rank 0
+ * prints the aggregate (sum of per-rank best rates) in STREAM's table and per-rank min/avg/max.
+ *
+ * Usage: stream N NTIMES
+ */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#ifdef USE_MPI
+#include <mpi.h>
+#endif
+
+static double now(void) {
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return tv.tv_sec + 1e-6 * tv.tv_usec;
+}
+
+int main(int argc, char **argv) {
+    int rank = 0, size = 1;
+#ifdef USE_MPI
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+#endif
+    if (argc < 3) {
+        if (rank == 0) fprintf(stderr, "usage: %s N NTIMES\n", argv[0]);
+        return 2;
+    }
+    const long n = atol(argv[1]);
+    const int ntimes = atoi(argv[2]);
+    if (n < 1 || ntimes < 2) {
+        if (rank == 0) fprintf(stderr, "N must be >= 1 and NTIMES >= 2\n");
+        return 2;
+    }
+    double *a = malloc(sizeof(double) * n), *b = malloc(sizeof(double) * n), *c = malloc(sizeof(double) * n);
+    if (!a || !b || !c) {
+        fprintf(stderr, "rank %d: cannot allocate 3 x %ld doubles\n", rank, n);
+        return 3;
+    }
+    int threads = 1;
+#pragma omp parallel
+    {
+#ifdef _OPENMP
+#pragma omp master
+        threads = omp_get_num_threads();
+#endif
+    }
+    /* First touch by the threads that will use the data (NUMA placement). */
+#pragma omp parallel for
+    for (long j = 0; j < n; j++) { a[j] = 1.0; b[j] = 2.0; c[j] = 0.0; }
+#pragma omp parallel for
+    for (long j = 0; j < n; j++) a[j] = 2.0 * a[j];
+
+    const double scalar = 3.0;
+    double times[4][ntimes];
+    for (int k = 0; k < ntimes; k++) {
+        double t = now();
+#pragma omp parallel for
+        for (long j = 0; j < n; j++) c[j] = a[j];
+        times[0][k] = now() - t;
+        t = now();
+#pragma omp parallel for
+        for (long j = 0; j < n; j++) b[j] = scalar * c[j];
+        times[1][k] = now() - t;
+        t = now();
+#pragma omp parallel for
+        for (long j = 0; j < n; j++) c[j] = a[j] + b[j];
+        times[2][k] = now() - t;
+        t = now();
+#pragma omp parallel for
+        for (long j = 0; j < n; j++) a[j] = b[j] + scalar * c[j];
+        times[3][k] = now() - t;
+    }
+
+    const char *label[4] = {"Copy:      ", "Scale:     ", "Add:       ", "Triad:     "};
+    const double bytes[4] = {2.0 * sizeof(double) * n, 2.0 * sizeof(double) * n,
+                             3.0 * sizeof(double) * n, 3.0 * sizeof(double) * n};
+    double best[4], avg[4], worst[4], rate[4];
+    for (int f = 0; f < 4; f++) {
+        best[f] = FLT_MAX; avg[f] = 0; worst[f] = 0;
+        for (int k = 1; k < ntimes; k++) {  /* the first repetition is excluded */
+            avg[f] += times[f][k];
+            if (times[f][k] < best[f]) best[f] = times[f][k];
+            if (times[f][k] > worst[f]) worst[f] = times[f][k];
+        }
+        avg[f] /= (ntimes - 1);
+        rate[f] = 1.0e-6 * bytes[f] / best[f];
+    }
+
+    /* Validation: replay the kernels on scalars, as STREAM's checkSTREAMresults does. */
+    double aj = 1.0, bj = 2.0, cj = 0.0;
+    aj = 2.0 * aj;
+    for (int k = 0; k < ntimes; k++) { cj = aj; bj = scalar * cj; cj = aj + bj; aj = bj + scalar * cj; }
+    double ea = 0, eb = 0, ec = 0;
+    for (long j = 0; j < n; j++) { ea += fabs(a[j] - aj); eb += fabs(b[j] - bj); ec += fabs(c[j] - cj); }
+    ea /= n; eb /= n; ec /= n;
+    const double epsilon = 1.e-13;
+    int ok = fabs(ea / aj) <= epsilon && fabs(eb / bj) <= epsilon && fabs(ec / cj) <= epsilon;
+
+    double total[4], lo[4], hi[4];
+    int all_ok = ok;
+#ifdef USE_MPI
+    MPI_Reduce(rate, total, 4, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    MPI_Reduce(rate, lo, 4, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
+    MPI_Reduce(rate, hi, 4, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, 0, MPI_COMM_WORLD);
+#else
+    for (int f = 0; f < 4; f++) { total[f] = lo[f] = hi[f] = rate[f]; }
+#endif
+    if (rank == 0) {
+        printf("-------------------------------------------------------------\n");
+        printf("STREAM version $Revision: 5.10 $ method, clusterbench kernel\n");
+        printf("-------------------------------------------------------------\n");
+        printf("This system uses %d bytes per array element.\n", (int)sizeof(double));
+        printf("Array size = %ld (elements), Offset = 0 (elements)\n", n);
+        printf("Each kernel will be executed %d times.\n", ntimes);
+        printf("Number of Threads requested = %d\n", threads);
+        printf("Number of Threads counted = %d\n", threads);
+        printf("Number of MPI ranks = %d\n", size);
+        printf("-------------------------------------------------------------\n");
+        printf("Function    Best Rate MB/s  Avg time     Min time     Max time\n");
+        for (int f = 0; f < 4; f++)
+            printf("%s%12.1f  %11.6f  %11.6f  %11.6f\n", label[f], total[f], avg[f], best[f], worst[f]);
+        printf("-------------------------------------------------------------\n");
+        for (int f = 0; f < 4; f++)
+            printf("Per-rank %s min %.1f avg %.1f max %.1f MB/s\n", label[f], lo[f], total[f] / size, hi[f]);
+        if (all_ok)
+            printf("Solution Validates: avg error less than %e on all three arrays\n", epsilon);
+        else
+            printf("Failed Validation: rank 0 avg errors a %e b %e c %e\n", ea, eb, ec);
+    }
+    free(a); free(b); free(c);
+#ifdef USE_MPI
+    MPI_Finalize();
+#endif
+    return 0;
+}
