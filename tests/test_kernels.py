@@ -30,13 +30,18 @@ def test_build_cache_compiles_once_and_rebuilds_on_any_change(tmp_path, monkeypa
     assert other_flags.rebuilt and other_flags.key != first.key
     with_mpi = native.build("stream", mpi=True, openmp=True, defines=("USE_MPI",))
     assert with_mpi.rebuilt and with_mpi.key not in (first.key, other_flags.key)
-    # A touched source (same name, one more comment) is a new build.
-    copy = tmp_path / "src" / "stream.c"
-    copy.parent.mkdir()
-    copy.write_text(native.source_path("stream").read_text() + "\n/* touched */\n")
+    # A touched source (same name, one more comment) is a new build, and so is a touched header.
+    folder = tmp_path / "src"
+    shutil.copytree(native.source_path("stream").parent, folder)
+    copy = folder / "stream.c"
+    copy.write_text(copy.read_text() + "\n/* touched */\n")
     monkeypatch.setattr(native, "source_path", lambda kernel: copy)
     touched = native.build("stream", mpi=False, openmp=True)
     assert touched.rebuilt and touched.key != first.key
+    header = folder / "cb_common.h"
+    header.write_text(header.read_text() + "\n/* touched */\n")
+    header_touched = native.build("stream", mpi=False, openmp=True)
+    assert header_touched.rebuilt and header_touched.key != touched.key
     assert json.loads((touched.binary.parent / "build.json").read_text())["flags"][-1] == "-fopenmp"
 
 

@@ -34,3 +34,23 @@ def open_store():
     from clusterbench.store.db import Store
 
     return Store()
+
+
+def parse_assignments(items: list[str], option: str = "-p", example: str = "n=2000") -> dict:
+    """['n=2000', 'bind_to=core'] -> {'n': 2000, 'bind_to': 'core'}: values read as YAML scalars,
+    as they would be in a campaign file."""
+    import yaml
+
+    from clusterbench.errors import UserInputError
+
+    out = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise UserInputError(f"invalid {option} {item!r}",
+                                 hint=f"write {option} key=value, e.g. {option} {example}")
+        try:
+            out[key.strip()] = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            out[key.strip()] = raw
+    return out

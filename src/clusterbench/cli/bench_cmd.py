@@ -6,11 +6,10 @@ import json
 from typing import Annotated
 
 import typer
-import yaml
 from rich.markup import escape
 from rich.table import Table
 
-from clusterbench.cli.app import app, console, err_console, open_store
+from clusterbench.cli.app import app, console, err_console, open_store, parse_assignments
 
 
 @app.command()
@@ -39,22 +38,6 @@ def benchmarks(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.
     console.print("* required. Run one: clusterbench bench NAME -p key=value ...; sweep: see docs/campaigns.md")
 
 
-def parse_assignments(items: list[str]) -> dict:
-    """['n=2000', 'bind_to=core'] -> {'n': 2000, 'bind_to': 'core'} (values read as YAML scalars)."""
-    from clusterbench.errors import UserInputError
-
-    out = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            raise UserInputError(f"invalid parameter {item!r}", hint="write -p key=value, e.g. -p n=2000")
-        try:
-            out[key.strip()] = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError:
-            out[key.strip()] = raw
-    return out
-
-
 @app.command()
 def bench(
     name: Annotated[str, typer.Argument(help="Benchmark module (see `clusterbench benchmarks`).")],
@@ -70,7 +53,6 @@ def bench(
     from clusterbench.campaign.spec import BenchmarkBlock, Campaign, CampaignError
     from clusterbench.errors import UserInputError
     from clusterbench.launch.process import signals_as_interrupt
-    from clusterbench.store.importer import parse_tags
     from clusterbench.suite.executor import execute, new_run_id
     from clusterbench.system.discover import discover
 
@@ -84,7 +66,7 @@ def bench(
         raise UserInputError(text, hint=exc.hint) from None
     except ValueError as exc:  # pydantic: a bad --timeout
         raise UserInputError(f"--timeout: {exc.errors()[0]['msg'] if hasattr(exc, 'errors') else exc}") from None
-    tags = parse_tags(tag or [])
+    tags = parse_assignments(tag or [], "--tag", "system=pi4-cluster")
     results = []
     with open_store() as store, signals_as_interrupt():
         store.save_system(info.fingerprint(), info.topology.hostname, info.fingerprint_facts(), info.to_dict())

@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from clusterbench.cli.app import app, console, open_store
+from clusterbench.cli.app import app, console, open_store, parse_assignments
 
 
 @app.command("import")
@@ -26,9 +26,9 @@ def import_outputs(
 
     Importing the same files again stores nothing new (a content hash identifies each result).
     """
-    from clusterbench.store.importer import expand_paths, import_paths, parse_tags
+    from clusterbench.store.importer import expand_paths, import_paths
 
-    tags = parse_tags(tag or [])
+    tags = parse_assignments(tag or [], "--tag", "system=pi4-cluster")
     files = expand_paths(paths)
     with open_store() as store, Progress(TextColumn("importing"), BarColumn(), MofNCompleteColumn(),
                                          console=console, transient=True, disable=quiet) as progress:

@@ -47,6 +47,14 @@ def source_path(kernel: str) -> Path:
     return path
 
 
+def source_digest(source: Path) -> str:
+    """The kernel's source and the headers beside it: a change to either is a new build."""
+    digest = hashlib.sha256(source.read_bytes())
+    for header in sorted(source.parent.glob("*.h")):
+        digest.update(header.name.encode() + header.read_bytes())
+    return digest.hexdigest()
+
+
 def cache_root() -> Path:
     if os.environ.get("CLUSTERBENCH_CACHE"):
         return Path(os.environ["CLUSTERBENCH_CACHE"])
@@ -95,7 +103,7 @@ def build(kernel: str, mpi: bool, openmp: bool = False, libs: tuple[str, ...] = 
         flags.append("-fopenmp")
     flags += [f"-D{d}" for d in defines]
     inputs = {"kernel": kernel, "toolchain": toolchain_identity(compiler), "flags": flags, "libs": list(libs),
-              "source_sha256": hashlib.sha256(source.read_bytes()).hexdigest()}
+              "source_sha256": source_digest(source)}
     key = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
     folder = cache_root() / f"{kernel}-{key}"
     binary = folder / kernel

@@ -256,17 +256,6 @@ def import_file(store: Store, path: Path, tags: dict, rx: re.Pattern | None, cam
     return rep
 
 
-def parse_tags(items: Iterable[str]) -> dict:
-    tags = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise UserInputError(f"invalid tag {item!r}", hint="write --tag key=value, e.g. --tag system=pi4-cluster")
-        tags[key.strip()] = _typed(value.strip())
-    return tags
-
-
-
 def _iso(stamp: str | None) -> str | None:
     """'Mon Mar 27 03:50:21 2017' (HPL, IMB) -> ISO 8601, so imported runs sort with live ones."""
     if not stamp:

@@ -15,28 +15,15 @@
 #include <stdio.h>
 #include <stddef.h>
 #include <stdlib.h>
-#include <sys/time.h>
-#ifdef USE_MPI
-#include <mpi.h>
-#endif
+#include "cb_common.h"
 
 void dgemm_(const char *ta, const char *tb, const int *m, const int *n, const int *k, const double *alpha,
             const double *a, const int *lda, const double *b, const int *ldb, const double *beta, double *c,
             const int *ldc, size_t transa_len, size_t transb_len);  /* hidden Fortran string lengths */
 
-static double now(void) {
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return tv.tv_sec + 1e-6 * tv.tv_usec;
-}
-
 int main(int argc, char **argv) {
-    int rank = 0, size = 1;
-#ifdef USE_MPI
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-#endif
+    int rank, size;
+    cb_init(&argc, &argv, &rank, &size);
     if (argc < 3) {
         if (rank == 0) fprintf(stderr, "usage: %s N REPS\n", argv[0]);
         return 2;
@@ -56,9 +43,9 @@ int main(int argc, char **argv) {
 #ifdef USE_MPI
         MPI_Barrier(MPI_COMM_WORLD);
 #endif
-        double t = now();
+        double t = cb_now();
         dgemm_("N", "N", &n, &n, &n, &one, a, &n, b, &n, &zero, c, &n, 1, 1);
-        t = now() - t;
+        t = cb_now() - t;
         if (t < best) best = t;
     }
     /* Check sampled entries (column-major): C[i,j] = sum_k A[i,k] B[k,j]. */
@@ -91,8 +78,6 @@ int main(int argc, char **argv) {
         printf("%s\n", all_ok ? "Check PASSED" : "Check FAILED");
     }
     free(a); free(b); free(c);
-#ifdef USE_MPI
-    MPI_Finalize();
-#endif
+    cb_finalize();
     return 0;
 }

@@ -14,27 +14,14 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/time.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#ifdef USE_MPI
-#include <mpi.h>
-#endif
-
-static double now(void) {
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return tv.tv_sec + 1e-6 * tv.tv_usec;
-}
+#include "cb_common.h"
 
 int main(int argc, char **argv) {
-    int rank = 0, size = 1;
-#ifdef USE_MPI
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-#endif
+    int rank, size;
+    cb_init(&argc, &argv, &rank, &size);
     if (argc < 3) {
         if (rank == 0) fprintf(stderr, "usage: %s N NTIMES\n", argv[0]);
         return 2;
@@ -67,22 +54,22 @@ int main(int argc, char **argv) {
     const double scalar = 3.0;
     double times[4][ntimes];
     for (int k = 0; k < ntimes; k++) {
-        double t = now();
+        double t = cb_now();
 #pragma omp parallel for
         for (long j = 0; j < n; j++) c[j] = a[j];
-        times[0][k] = now() - t;
-        t = now();
+        times[0][k] = cb_now() - t;
+        t = cb_now();
 #pragma omp parallel for
         for (long j = 0; j < n; j++) b[j] = scalar * c[j];
-        times[1][k] = now() - t;
-        t = now();
+        times[1][k] = cb_now() - t;
+        t = cb_now();
 #pragma omp parallel for
         for (long j = 0; j < n; j++) c[j] = a[j] + b[j];
-        times[2][k] = now() - t;
-        t = now();
+        times[2][k] = cb_now() - t;
+        t = cb_now();
 #pragma omp parallel for
         for (long j = 0; j < n; j++) a[j] = b[j] + scalar * c[j];
-        times[3][k] = now() - t;
+        times[3][k] = cb_now() - t;
     }
 
     const char *label[4] = {"Copy:      ", "Scale:     ", "Add:       ", "Triad:     "};
@@ -143,8 +130,6 @@ int main(int argc, char **argv) {
             printf("Failed Validation: rank 0 avg errors a %e b %e c %e\n", ea, eb, ec);
     }
     free(a); free(b); free(c);
-#ifdef USE_MPI
-    MPI_Finalize();
-#endif
+    cb_finalize();
     return 0;
 }
