@@ -7,13 +7,13 @@ outputs into an `Outcome` (metrics and validity). `artifacts` names the raw outp
 
 from __future__ import annotations
 
-import os
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import ClassVar
 
 from clusterbench.bench.metrics import Outcome
 from clusterbench.bench.params import Param
+from clusterbench.bench.placement import library_path_env
 from clusterbench.launch.mpirun import MpiLaunch, mpirun_command
 from clusterbench.plan.hpl import Layout
 from clusterbench.system.discover import SystemInfo
@@ -101,11 +101,7 @@ class MpiBenchmark(Benchmark):
     uses_blas = True
 
     def env(self) -> dict[str, str]:
-        env = self.layout.env()
-        if self.blas_dir:
-            rest = os.environ.get("LD_LIBRARY_PATH", "")
-            env["LD_LIBRARY_PATH"] = self.blas_dir + (os.pathsep + rest if rest else "")
-        return env
+        return self.layout.env() | library_path_env(self.blas_dir)
 
     def mpi_launch(self) -> MpiLaunch:
         bind = self.bind_to

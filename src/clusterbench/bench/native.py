@@ -17,10 +17,11 @@ from typing import ClassVar
 
 from clusterbench.bench.base import Benchmark
 from clusterbench.bench.params import Param
-from clusterbench.bench.placement import BIND_CHOICES, DEFAULT_BLAS, blas_variants, default_blas_for
+from clusterbench.bench.placement import BIND_CHOICES, blas_dir, choose_blas, library_path_env
 from clusterbench.errors import UserInputError
 from clusterbench.launch.mpirun import MpiLaunch, mpirun_command
 from clusterbench.native import build as native
+from clusterbench.plan.hpl import thread_env
 from clusterbench.system.discover import SystemInfo
 
 PLACEMENT_PARAMS = (
@@ -57,12 +58,7 @@ class NativeKernel(Benchmark):
         bind = point.get("bind_to") or ("core" if threads == 1 else "none")
         point.update(ranks=ranks, threads=threads, bind_to=bind)
         if cls.uses_blas:
-            variants = blas_variants()
-            blas = point.get("blas") or default_blas_for(threads, variants)
-            if blas != DEFAULT_BLAS and blas not in variants:
-                raise UserInputError(f"BLAS variant {blas!r} is not installed on this machine",
-                                     hint="installed variants: " + (", ".join(sorted(variants)) or "none"))
-            point["blas"] = blas
+            point["blas"] = choose_blas(point.get("blas"), threads)
         cls.check(point, system)
 
     @classmethod
@@ -76,8 +72,7 @@ class NativeKernel(Benchmark):
         built = native.build(cls.kernel, mpi=mpi, openmp=cls.openmp, libs=cls.libs, cflags=cflags,
                              defines=("USE_MPI",) if mpi and not cls.needs_mpi else ())
         blas = point.get("blas")
-        blas_dir = blas_variants().get(blas) if blas and blas != DEFAULT_BLAS else None
-        return cls(point=point, binary=built.binary, blas_dir=blas_dir, blas=blas)
+        return cls(point=point, binary=built.binary, blas_dir=blas_dir(blas), blas=blas)
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
@@ -96,12 +91,7 @@ class NativeKernel(Benchmark):
         return self.point
 
     def env(self) -> dict[str, str]:
-        t = str(self.point["threads"])
-        env = {"OMP_NUM_THREADS": t, "OPENBLAS_NUM_THREADS": t, "BLIS_NUM_THREADS": t, "MKL_NUM_THREADS": t}
-        if self.blas_dir:
-            rest = os.environ.get("LD_LIBRARY_PATH", "")
-            env["LD_LIBRARY_PATH"] = self.blas_dir + (os.pathsep + rest if rest else "")
-        return env
+        return thread_env(self.point["threads"]) | library_path_env(self.blas_dir)
 
     def uses_mpirun(self) -> bool:
         return self.needs_mpi or self.point["ranks"] > 1

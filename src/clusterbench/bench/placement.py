@@ -18,6 +18,7 @@ really loaded is checked at run time (see launch/libtrace.py).
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 
 from clusterbench.bench.params import Param
@@ -60,6 +61,30 @@ def default_blas_for(threads: int, variants: dict[str, str]) -> str:
     return DEFAULT_BLAS
 
 
+def choose_blas(requested: str | None, threads: int) -> str:
+    """The variant asked for (checked to be installed), else the default for the thread count."""
+    variants = blas_variants()
+    blas = requested or default_blas_for(threads, variants)
+    if blas != DEFAULT_BLAS and blas not in variants:
+        known = ", ".join(sorted(variants)) or "none installed"
+        raise UserInputError(f"BLAS variant {blas!r} is not installed on this machine",
+                             hint=f"installed variants: {known}; or use 'default'")
+    return blas
+
+
+def blas_dir(blas: str | None) -> str | None:
+    """The directory to put first on LD_LIBRARY_PATH for this variant (None: leave it alone)."""
+    return None if not blas or blas == DEFAULT_BLAS else blas_variants().get(blas)
+
+
+def library_path_env(directory: str | None) -> dict[str, str]:
+    """LD_LIBRARY_PATH with `directory` first, so the loader finds that libblas.so.3 first."""
+    if not directory:
+        return {}
+    rest = os.environ.get("LD_LIBRARY_PATH", "")
+    return {"LD_LIBRARY_PATH": directory + (os.pathsep + rest if rest else "")}
+
+
 def resolve_placement(point: dict, system: SystemInfo) -> None:
     """Fill ranks, threads, bind_to and blas of a checked point (in place) from the node."""
     topo = system.topology
@@ -76,13 +101,7 @@ def _placement(layout: str, nodes: int, ranks: int | None, threads: int | None, 
     threads = threads or max(base.threads_per_rank * base.ranks // ranks, 1)
     default_bind = {"mpi": "core", "hybrid-socket": "socket", "hybrid-node": "none"}[base.name]
     bind = bind_to or (default_bind if threads == 1 or base.name != "mpi" else "none")
-    variants = blas_variants()
-    blas = blas or default_blas_for(threads, variants)
-    if blas != DEFAULT_BLAS and blas not in variants:
-        known = ", ".join(sorted(variants)) or "none installed"
-        raise UserInputError(f"BLAS variant {blas!r} is not installed on this machine",
-                             hint=f"installed variants: {known}; or use 'default'")
-    return {"ranks": ranks, "threads": threads, "bind_to": bind, "blas": blas}
+    return {"ranks": ranks, "threads": threads, "bind_to": bind, "blas": choose_blas(blas, threads)}
 
 
 def placement_fields(point: dict) -> dict:
@@ -94,7 +113,7 @@ def placement_fields(point: dict) -> dict:
         "bind_to": point["bind_to"],
         "map_by": point.get("map_by") or {"hybrid-socket": "socket", "hybrid-node": "node"}.get(name),
         "blas": blas,
-        "blas_dir": None if blas == DEFAULT_BLAS else blas_variants().get(blas),
+        "blas_dir": blas_dir(blas),
     }
 
 

@@ -75,10 +75,13 @@ class Layout:
     ranks_per_node: int
 
     def env(self) -> dict[str, str]:
-        """Thread counts for OpenMP and every threaded BLAS, so a serial rank stays serial."""
-        t = str(self.threads_per_rank)
-        return {"OMP_NUM_THREADS": t, "OPENBLAS_NUM_THREADS": t, "BLIS_NUM_THREADS": t,
-                "MKL_NUM_THREADS": t}
+        return thread_env(self.threads_per_rank)
+
+
+def thread_env(threads: int) -> dict[str, str]:
+    """Thread counts for OpenMP and every threaded BLAS, so a serial rank stays serial."""
+    t = str(threads)
+    return {"OMP_NUM_THREADS": t, "OPENBLAS_NUM_THREADS": t, "BLIS_NUM_THREADS": t, "MKL_NUM_THREADS": t}
 
 
 @lru_cache(maxsize=64)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from clusterbench.bench.hpcc import Hpcc, find_hpcc
 from clusterbench.bench.hpl import Hpl
 from clusterbench.bench.metrics import Metric
-from clusterbench.bench.placement import blas_variants, default_blas_for
+from clusterbench.bench.placement import blas_dir, choose_blas
 from clusterbench.errors import UserInputError
 from clusterbench.launch.mpirun import require_mpirun
 from clusterbench.plan.budget import HpccTimeModel
@@ -119,9 +119,8 @@ def run_suite(system: SystemInfo, store: Store, plan: SuitePlan,
     store.save_system(system_id, system.topology.hostname, system.fingerprint_facts(), system.to_dict())
     result = SuiteResult(plan)
     timeout = max(120.0, plan.estimate_s * timeout_factor)
-    variants = blas_variants()
-    blas = default_blas_for(plan.layout.threads_per_rank, variants)  # serial BLAS for pure MPI
-    placement = {"blas": blas, "blas_dir": variants.get(blas)}
+    blas = choose_blas(None, plan.layout.threads_per_rank)  # serial BLAS for pure MPI
+    placement = {"blas": blas, "blas_dir": blas_dir(blas)}
     hpcc = Hpcc(plan.n, plan.nb, plan.p, plan.q, plan.layout, **placement)
     result.runs.append(execute(store, hpcc, system_id, timeout_s=timeout, tags={"suite": "run"},
                                tick=lambda e, s: tick and tick("hpcc", e, s)))
