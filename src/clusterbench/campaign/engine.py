@@ -55,14 +55,19 @@ class Eta:
     def seconds(self) -> float | None:
         """None while some pending run has neither an estimate nor a measured sibling."""
         ratio, total = self.ratio(), 0.0
+        sums: dict[tuple[str, str], list[float]] = {}  # (block, benchmark) -> [seconds, runs]
+        for r, d in self.measured:
+            acc = sums.setdefault((r.block, r.benchmark), [0.0, 0])
+            acc[0] += d
+            acc[1] += 1
         for run in self.pending.values():
             if run.estimate_s is not None:
                 total += run.estimate_s * ratio
                 continue
-            same = [d for r, d in self.measured if r.block == run.block and r.benchmark == run.benchmark]
-            if not same:
+            acc = sums.get((run.block, run.benchmark))
+            if not acc:
                 return None
-            total += sum(same) / len(same)
+            total += acc[0] / acc[1]
         return total
 
 

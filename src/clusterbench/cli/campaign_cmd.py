@@ -37,7 +37,7 @@ def _fmt(seconds: float | None) -> str:
     return "?" if seconds is None else format_duration(seconds)
 
 
-def _key_params(params: dict, limit: int = 8) -> str:
+def _key_params(params: dict) -> str:
     skip = {"command", "metrics", "threshold", "binary", "valid_if", "invalid_if"}
     return " ".join(f"{k}={v}" for k, v in params.items() if k not in skip)[:120] if params else ""
 

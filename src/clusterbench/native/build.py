@@ -19,6 +19,7 @@ import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
@@ -85,6 +86,7 @@ def _output(cmd: list[str]) -> str:
     return (done.stdout + done.stderr).strip()
 
 
+@lru_cache(maxsize=8)  # asked for every run of a campaign; the compiler does not change meanwhile
 def toolchain_identity(compiler: str) -> dict:
     """What decides the binary besides the source: compiler, its version, the MPI it wraps."""
     identity = {"compiler": os.path.realpath(compiler), "version": _output([compiler, "--version"]).splitlines()[:1]}
