@@ -135,6 +135,13 @@ def parse_hpl(text: str) -> HplOutput:
     return out
 
 
+def result_metrics(r: HplResult) -> list[Metric]:
+    """`hpl_gflops` and `hpl_time` of one T/V line, labelled with its N, NB, P, Q and residual."""
+    labels = r.labels() | {"residual": r.residual, "start": r.start, "end": r.end}
+    return [Metric("hpl_gflops", r.gflops, "Gflop/s", True, labels, r.valid),
+            Metric("hpl_time", r.time_s, "s", False, labels, r.valid)]
+
+
 def hpl_outcome(text: str) -> Outcome:
     """Metrics for every result line (`hpl_gflops`, `hpl_time`) and the run's verdict."""
     parsed = parse_hpl(text)
@@ -142,9 +149,7 @@ def hpl_outcome(text: str) -> Outcome:
                              "hpl_finished": parsed.finished, "hpl_passed": parsed.passed,
                              "hpl_failed": parsed.failed, "hpl_skipped": parsed.skipped})
     for r in parsed.results:
-        labels = r.labels() | {"residual": r.residual, "start": r.start, "end": r.end}
-        outcome.metrics.append(Metric("hpl_gflops", r.gflops, "Gflop/s", True, labels, r.valid))
-        outcome.metrics.append(Metric("hpl_time", r.time_s, "s", False, labels, r.valid))
+        outcome.metrics += result_metrics(r)
     if not parsed.results:
         outcome.invalidate("no HPL result line found")
     for problem in parsed.problems():

@@ -23,9 +23,9 @@ from pathlib import Path
 
 from clusterbench.bench.hpcc_output import hpcc_outcome, parse_summary
 from clusterbench.bench.hpcg_output import hpcg_outcome, hpcg_params, parse_hpcg
-from clusterbench.bench.hpl_output import parse_hpl
+from clusterbench.bench.hpl_output import parse_hpl, result_metrics
 from clusterbench.bench.imb_output import parse_imb, section_outcome
-from clusterbench.bench.metrics import Metric, Outcome
+from clusterbench.bench.metrics import Outcome
 from clusterbench.bench.osu_output import osu_outcome, parse_osu
 from clusterbench.bench.stream_output import stream_outcome
 from clusterbench.errors import UserInputError
@@ -72,9 +72,7 @@ def _hpl_results(text: str) -> list[Result]:
     out = []
     for r in parsed.results:
         outcome = Outcome(facts={"hpl_version": parsed.version, "threshold": parsed.threshold})
-        labels = r.labels() | {"residual": r.residual}
-        outcome.metrics += [Metric("hpl_gflops", r.gflops, "Gflop/s", True, labels, r.valid),
-                            Metric("hpl_time", r.time_s, "s", False, labels, r.valid)]
+        outcome.metrics += result_metrics(r)
         if r.passed is False:
             outcome.invalidate(f"residual check FAILED ({r.residual})")
         elif r.passed is None:
