@@ -8,7 +8,7 @@ PACKAGES=(
   openmpi-bin libopenmpi-dev
   libopenblas-dev libopenblas0-serial libopenblas0-openmp libopenblas0-pthread
   libblis-dev
-  hpcc hwloc
+  hpcc hwloc iperf3
 )
 
 if ! command -v dpkg-query >/dev/null 2>&1; then

@@ -94,8 +94,10 @@ def summarise(frame: pd.DataFrame, group_by: list[str] | None = None,
     """One row per (metric, configuration): statistics over its valid repeats."""
     if frame.empty:
         return pd.DataFrame(columns=["metric", "unit", *STATS, "n_invalid", "warning"])
-    cols = resolve_columns(frame, group_by) if group_by else default_group_columns(frame)
-    keys = ["benchmark", "metric", "unit", *cols]
+    base = ["benchmark", "metric", "unit"]
+    cols = [c for c in (resolve_columns(frame, group_by) if group_by else default_group_columns(frame))
+            if c not in base]  # grouping by `benchmark` is already done
+    keys = [*base, *cols]
     work = frame.copy()
     for c in cols:  # group on text so None / mixed types group predictably
         work[c] = work[c].map(lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else v)
@@ -105,7 +107,8 @@ def summarise(frame: pd.DataFrame, group_by: list[str] | None = None,
         rows.append(dict(zip(keys, key if isinstance(key, tuple) else (key,), strict=True))
                     | describe(values.tolist(), cv_warn) | {"n_invalid": int((~group["valid"]).sum())})
     out = pd.DataFrame(rows)
-    return out.rename(columns={c: c.split(".", 1)[1] for c in cols if c.split(".", 1)[1] not in out.columns})
+    return out.rename(columns={c: c.split(".", 1)[1] for c in cols
+                               if "." in c and c.split(".", 1)[1] not in out.columns})
 
 
 def describe(values: list[float], cv_warn: float = DEFAULT_CV_WARN) -> dict:

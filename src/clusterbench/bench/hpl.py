@@ -11,6 +11,7 @@ from clusterbench.bench.hpcc import HplFamily
 from clusterbench.bench.hpl_output import hpl_outcome
 from clusterbench.bench.metrics import Outcome
 from clusterbench.bench.placement import available_rpeak, placement_fields
+from clusterbench.build import registry
 from clusterbench.errors import MissingToolError
 from clusterbench.plan.budget import DEFAULT_EFFICIENCY, STARTUP_S
 from clusterbench.plan.hpl import Layout, hpl_flops
@@ -19,12 +20,24 @@ from clusterbench.system.discover import SystemInfo
 
 
 def find_xhpl(path: str | None = None) -> str | None:
-    """An explicit path, $CLUSTERBENCH_XHPL, or xhpl on PATH."""
-    candidate = path or os.environ.get("CLUSTERBENCH_XHPL") or shutil.which("xhpl")
+    """An explicit path, $CLUSTERBENCH_XHPL, xhpl on PATH, or the newest `clusterbench build hpl`."""
     if path and not (os.path.isfile(path) and os.access(path, os.X_OK)):
         raise MissingToolError(f"xhpl not found or not executable: {path}",
                                hint="give the path of a built xhpl binary")
-    return candidate
+    built = registry.builds("xhpl")
+    return path or os.environ.get("CLUSTERBENCH_XHPL") or shutil.which("xhpl") or (
+        built[0]["binary"] if built else None)
+
+
+def xhpl_origin(binary: str) -> str:
+    """How the binary was found, for `clusterbench benchmarks`."""
+    entry = registry.provenance(binary)
+    if entry:
+        return (f"{binary} (built by clusterbench from {entry.get('source')}, HPL {entry.get('version')}, "
+                f"{entry.get('blas')} BLAS)")
+    if os.environ.get("CLUSTERBENCH_XHPL") == binary:
+        return f"{binary} ($CLUSTERBENCH_XHPL)"
+    return f"{binary} (PATH)"
 
 
 @dataclass
@@ -43,15 +56,17 @@ class Hpl(HplFamily):
     def available(cls) -> tuple[bool, str]:
         found = find_xhpl()
         if found:
-            return True, found
-        return False, "xhpl not found: set $CLUSTERBENCH_XHPL or put a built xhpl on PATH"
+            return True, xhpl_origin(found)
+        return False, ("xhpl not found: run `clusterbench build hpl` (or set $CLUSTERBENCH_XHPL, "
+                       "or put a built xhpl on PATH)")
 
     @classmethod
     def from_point(cls, point: dict) -> Hpl:
         binary = find_xhpl(point.get("binary"))
         if not binary:
             raise MissingToolError("xhpl not found (campaign benchmark 'hpl')",
-                                   hint="set binary: /path/to/xhpl, $CLUSTERBENCH_XHPL, or put xhpl on PATH")
+                                   hint="run `clusterbench build hpl`, or set binary: /path/to/xhpl, "
+                                        "$CLUSTERBENCH_XHPL, or put xhpl on PATH")
         inp = HplInput(ns=[point["n"]], nbs=[point["nb"]], grids=[(point["p"], point["q"])],
                        threshold=point["threshold"])
         return cls(input=inp, binary=binary, **placement_fields(point))
@@ -78,4 +93,7 @@ class Hpl(HplFamily):
         found = sum(1 for m in outcome.metrics if m.name == "hpl_gflops")
         if found != expected and outcome.valid:
             outcome.invalidate(f"HPL.dat asks for {expected} tests but {found} results were printed")
+        built = registry.provenance(self.binary)
+        if built:  # which source, version, BLAS link and flags made this binary
+            outcome.facts["binary_provenance"] = built
         return outcome

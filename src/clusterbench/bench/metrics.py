@@ -28,6 +28,13 @@ class Outcome:
         self.valid = False
         self.reasons.append(reason)
 
+    def whole_run_validity(self) -> Outcome:
+        """An invalid run's metrics are all invalid (for outputs that fail as a whole)."""
+        if not self.valid:
+            for m in self.metrics:
+                m.valid = False
+        return self
+
     def best(self, name: str) -> Metric | None:
         """The best *valid* value of a metric: an invalid result is never a best result."""
         candidates = [m for m in self.metrics if m.name == name and m.valid]

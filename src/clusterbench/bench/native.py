@@ -118,6 +118,12 @@ class NativeKernel(Benchmark):
             return ""
 
 
+# Deliberately low rates for a first guess of a kernel's duration, before the store has
+# learned real ones (campaign ETAs correct themselves from measured durations).
+GUESS_MEMORY_BYTES_S = 4e9
+GUESS_START_S = 1.0  # mpirun start-up, allocation, first touch
+
+
 def memory_limit(system: SystemInfo, fraction: float = 0.6) -> int | None:
     """Bytes a kernel's arrays may take: a fraction of MemAvailable (else MemTotal)."""
     mem = system.memory

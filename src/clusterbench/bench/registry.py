@@ -13,13 +13,19 @@ from clusterbench.bench.base import Benchmark
 from clusterbench.bench.command import Command
 from clusterbench.bench.dgemm import Dgemm
 from clusterbench.bench.hpcc import Hpcc
+from clusterbench.bench.hpcg import Hpcg
 from clusterbench.bench.hpl import Hpl
+from clusterbench.bench.imb import Imb
+from clusterbench.bench.iperf3 import Iperf3
+from clusterbench.bench.osu import Osu
 from clusterbench.bench.pingpong import PingPong
 from clusterbench.bench.stream import Stream
+from clusterbench.bench.stream_binary import StreamBinary
 from clusterbench.errors import UserInputError
 
 BENCHMARKS: dict[str, type[Benchmark]] = {
-    cls.name: cls for cls in (Hpcc, Hpl, Stream, PingPong, Dgemm, Affinity, Command)}
+    cls.name: cls for cls in (Hpcc, Hpl, Hpcg, Imb, Osu, StreamBinary, Iperf3,  # official binaries
+                              Stream, PingPong, Dgemm, Affinity, Command)}  # clusterbench's own kernels
 
 
 def register(cls: type[Benchmark]) -> type[Benchmark]:

@@ -6,7 +6,7 @@ import sys
 
 from rich.markup import escape
 
-from clusterbench.cli import bench_cmd, campaign_cmd, import_cmd, plan_cmd, results_cmd, run_cmd, system_cmd  # noqa: F401  (registers)
+from clusterbench.cli import bench_cmd, build_cmd, campaign_cmd, import_cmd, plan_cmd, results_cmd, run_cmd, system_cmd  # noqa: F401  (registers)
 from clusterbench.cli.app import app, err_console
 from clusterbench.errors import UserInputError
 

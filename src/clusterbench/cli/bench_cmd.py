@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
 from typing import Annotated
 
 import typer
@@ -72,7 +73,7 @@ def bench(
         store.save_system(info.fingerprint(), info.topology.hostname, info.fingerprint_facts(), info.to_dict())
         for run in runs:
             instance = run.bench_class().from_point(run.params)
-            with console.status(f"{name} r{run.repeat}", spinner="dots") if not as_json else _nothing():
+            with console.status(f"{name} r{run.repeat}", spinner="dots") if not as_json else nullcontext():
                 try:
                     result = execute(store, instance, info.fingerprint(), run_id=new_run_id(name), repeat=run.repeat,
                                      timeout_s=run.timeout_s, tags=tags, params=run.params, extra_env=run.env)
@@ -89,13 +90,6 @@ def bench(
     for r in results:
         print_metrics(r)
 
-
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def print_metrics(result) -> None:

@@ -13,6 +13,7 @@ from rich.table import Table
 from clusterbench.cli.app import app, console, err_console, open_store
 from clusterbench.cli.plan_cmd import LayoutName
 from clusterbench.cli.system_cmd import positive
+from clusterbench.units import format_bytes
 
 
 @app.command()
@@ -23,6 +24,8 @@ def run(
     n: Annotated[int | None, typer.Option("--n", help="HPL problem size (overrides the budget).")] = None,
     nb: Annotated[int, typer.Option("--nb", help="HPL block size.")] = 192,
     layout: Annotated[LayoutName, typer.Option(help="Rank/thread layout.")] = LayoutName.mpi,
+    kernels: Annotated[bool, typer.Option(
+        help="Also run the built-in STREAM (threads 1..cores) and ping-pong (0..4 MiB) kernels.")] = True,
     xhpl: Annotated[str | None, typer.Option(
         help="Also run this standalone xhpl (or $CLUSTERBENCH_XHPL) at the planned N.")] = None,
     flops_per_cycle: Annotated[int | None, typer.Option(help="Override DP flops/cycle/core.")] = None,
@@ -46,36 +49,43 @@ def run(
     xhpl_path = find_xhpl(xhpl) if xhpl else None
     with open_store() as store:
         plan = plan_suite(info, store, budget_s, full=full, n=n, nb=nb, layout_name=layout.value,
-                          xhpl=xhpl_path)
+                          xhpl=xhpl_path, kernels=kernels)
         if not as_json:
             console.print(
                 f"[bold]Plan[/]: HPCC with N={plan.n} NB={plan.nb} P x Q={plan.p}x{plan.q}, "
                 f"{plan.layout.ranks} rank(s) x {plan.layout.threads_per_rank} thread(s) "
                 f"({plan.layout.name}); {escape(plan.reason)}; "
-                f"estimated {format_duration(plan.estimate_s)}")
+                f"estimated {format_duration(plan.estimate_s)} in all")
+            if plan.kernels:
+                console.print("[bold]Kernels[/]: " + escape(", ".join(
+                    f"{r.benchmark}({', '.join(f'{k}={r.params[k]}' for k in ('ranks', 'threads'))})"
+                    for r in plan.kernels)))
+            for why in plan.skipped:
+                console.print(f"[yellow]skipped[/] {escape(why)}")
         if dry_run:
             if as_json:
                 print(json.dumps({"n": plan.n, "nb": plan.nb, "p": plan.p, "q": plan.q,
                                   "layout": plan.layout.__dict__, "estimate_s": plan.estimate_s,
-                                  "reason": plan.reason, "xhpl": plan.xhpl}, indent=2))
+                                  "reason": plan.reason, "xhpl": plan.xhpl,
+                                  "kernels": [{"benchmark": r.benchmark, "params": r.params,
+                                               "estimate_s": r.estimate_s} for r in plan.kernels],
+                                  "skipped": plan.skipped}, indent=2, default=str))
             return
         with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                       TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
                       console=console, transient=True, disable=as_json) as progress:
-            task = progress.add_task("hpcc", total=plan.estimate_s)
-            offset = {"hpcc": 0.0, "xhpl": 0.0}
-            last = {"name": "hpcc", "elapsed": 0.0, "where": "starting"}
+            task = progress.add_task("starting", total=plan.estimate_s)
+            # Each run reports its own elapsed time; the bar shows the suite's total so far.
+            state = {"name": None, "offset": 0.0, "elapsed": 0.0, "where": "starting"}
 
             def tick(name: str, elapsed: float, where: str | None) -> None:
-                if name != last["name"]:
-                    offset[name] = last["elapsed"] + offset[last["name"]]
-                    last["name"] = name
-                last["elapsed"] = elapsed
-                last["where"] = where or last["where"]
-                done = offset[name] + elapsed
-                total = max(plan.estimate_s, done * 1.05)
-                progress.update(task, completed=done, total=total,
-                                description=f"{name}: {last['where']}")
+                if name != state["name"]:
+                    state.update(name=name, offset=state["offset"] + state["elapsed"], where="starting")
+                state["elapsed"] = elapsed
+                state["where"] = where or state["where"]
+                done = state["offset"] + elapsed
+                progress.update(task, completed=done, total=max(plan.estimate_s, done * 1.05),
+                                description=f"{name}: {state['where']}")
 
             try:
                 with signals_as_interrupt():
@@ -123,12 +133,40 @@ def summarise(info, result, db_path: str) -> dict:
                      "latency_us_avg": val("AvgPingPongLatency_usec"),
                      "bandwidth_gbs_max": val("MaxPingPongBandwidth_GBytes"),
                      "bandwidth_gbs_avg": val("AvgPingPongBandwidth_GBytes")},
+        "stream_threads": _stream_scaling(result),
+        "pingpong_curve": _pingpong_curve(result),
+        "skipped": plan.skipped,
         "runs": [{"id": r.id, "status": r.status, "valid": r.valid, "reason": r.reason,
                   "duration_s": round(r.duration_s, 2), "workdir": str(r.workdir),
                   "blas_loaded": r.outcome.facts.get("blas_loaded_resolved")} for r in result.runs],
         "database": db_path,
     }
     return out
+
+
+SHOWN_SIZES = (0, 2**10, 2**13, 2**15, 2**20)  # the sizes the STFC study tabulates, and 1 MiB
+
+
+def _stream_scaling(result) -> list[dict]:
+    """Triad (MB/s) of each valid stream kernel run, by thread count."""
+    rows = []
+    for run in result.runs:
+        triad = run.outcome.best("stream_triad") if run.valid and run.benchmark == "stream" else None
+        if triad:
+            rows.append({"threads": run.params["threads"], "triad_mbs": triad.value,
+                         "elements": run.params["n"], "run": run.id})
+    return sorted(rows, key=lambda r: r["threads"])
+
+
+def _pingpong_curve(result) -> dict | None:
+    """One-way time and bandwidth per message size of the ping-pong kernel run."""
+    for run in result.runs:
+        if run.valid and run.benchmark == "pingpong":
+            times = {m.labels["bytes"]: m.value for m in run.outcome.metrics if m.name == "pingpong_time_us"}
+            rates = {m.labels["bytes"]: m.value for m in run.outcome.metrics if m.name == "pingpong_bandwidth"}
+            return {"run": run.id, "hosts": run.outcome.facts.get("hosts"),
+                    "rows": [{"bytes": b, "time_us": times[b], "mbs": rates.get(b)} for b in sorted(times)]}
+    return None
 
 
 def _fmt(v: float | None, unit: str, digits: int = 2) -> str:
@@ -165,6 +203,20 @@ def print_summary(s: dict) -> None:
                                    f"{_fmt(pp['latency_us_avg'], 'us', 3)} avg")
     t.add_row("Ping-pong bandwidth", f"{_fmt(pp['bandwidth_gbs_max'], 'GB/s')} max, "
                                      f"{_fmt(pp['bandwidth_gbs_avg'], 'GB/s')} avg")
+    scaling = s["stream_threads"]
+    if scaling:
+        t.add_row("STREAM Triad by threads", ", ".join(
+            f"{r['threads']}: {r['triad_mbs'] / 1000:.2f} GB/s" for r in scaling)
+            + f"  (kernel, {scaling[0]['elements']:,} elements per array)")
+    curve = s["pingpong_curve"]
+    if curve:
+        shown = [r for r in curve["rows"] if r["bytes"] in SHOWN_SIZES or r is curve["rows"][-1]]
+        t.add_row("Ping-pong by size", ", ".join(
+            f"{format_bytes(r['bytes'])}: {r['time_us']:.2f} us"
+            + (f" {r['mbs'] / 1000:.2f} GB/s" if r["bytes"] else "") for r in shown)
+            + f"  (kernel; all sizes: clusterbench results {curve['run']})")
+    for why in s["skipped"]:
+        t.add_row("Skipped", f"[yellow]{escape(why)}[/]")
     loaded = sorted({lib for r in s["runs"] for lib in (r.get("blas_loaded") or [])})
     if loaded:
         t.add_row("BLAS (loaded)", escape(", ".join(loaded)))

@@ -4,6 +4,12 @@ Discover the node, plan an HPCC run that fits the time budget (or fills memory w
 `--full`), run it with a progress bar, store everything, and summarise Rpeak, Rmax,
 efficiency, DGEMM, STREAM and ping-pong from that run. With a user-provided `xhpl`, HPL also
 runs standalone and Rmax comes from the best valid result of either.
+
+Before HPCC, the built-in kernels add what HPCC alone cannot say: STREAM Triad as the
+thread count grows (1, 2, 4, ... cores; arrays by STREAM's 4 x LLC rule, where HPCC sizes
+them from the HPL matrix and a small N leaves them partly in cache) and the ping-pong time
+and bandwidth across message sizes 0..4 MiB. A kernel that cannot build or run here is
+skipped with its reason; it never stops the suite.
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ from clusterbench.bench.hpcc import Hpcc, find_hpcc
 from clusterbench.bench.hpl import Hpl
 from clusterbench.bench.metrics import Metric
 from clusterbench.bench.placement import blas_dir, choose_blas
+from clusterbench.campaign.expand import PlannedRun, expand
+from clusterbench.campaign.spec import BenchmarkBlock, Campaign, CampaignError
 from clusterbench.errors import UserInputError
 from clusterbench.launch.mpirun import require_mpirun
 from clusterbench.plan.budget import HpccTimeModel
@@ -26,6 +34,8 @@ from clusterbench.suite.executor import RunResult, execute
 from clusterbench.system.discover import SystemInfo
 
 FULL_FRACTION = 0.80
+PINGPONG_MAX_LOG2 = 22  # 4 MiB: past HPCC's 2,000,000-byte messages, quick on any node
+MIN_HPCC_BUDGET_S = 10.0
 
 
 @dataclass
@@ -39,6 +49,8 @@ class SuitePlan:
     model: HpccTimeModel
     reason: str
     xhpl: str | None = None
+    kernels: list[PlannedRun] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # kernels that cannot run here, with why
 
 
 @dataclass
@@ -79,9 +91,41 @@ def _history(store: Store, system_id: str) -> list[tuple[int, float, float, floa
              float(r["gflops"])) for r in rows if r["hpl_s"] and r["gflops"] and r["duration_s"]]
 
 
+def thread_counts(cores: int) -> list[int]:
+    """1, 2, 4, ... up to the core count, and the core count itself."""
+    return sorted({*(2**k for k in range(cores.bit_length()) if 2**k <= cores), cores})
+
+
+def plan_kernels(system: SystemInfo) -> tuple[list[PlannedRun], list[str]]:
+    """The kernel runs of the suite, and a reason for each kernel left out."""
+    cores = max(system.topology.cores_total, 1)
+    wanted = [BenchmarkBlock(benchmark="stream", params={"threads": thread_counts(cores)})]
+    skipped = []
+    if cores >= 2:
+        wanted.append(BenchmarkBlock(benchmark="pingpong", params={"max_log2": PINGPONG_MAX_LOG2}))
+    else:
+        skipped.append("pingpong: one core, no second rank to talk to")
+    runs: list[PlannedRun] = []
+    for block in wanted:
+        ok, why = benchmark_available(block.benchmark)
+        if not ok:
+            skipped.append(f"{block.benchmark}: {why}")
+            continue
+        try:
+            runs += expand(Campaign(name="run", benchmarks=[block]), None, system)
+        except CampaignError as exc:
+            skipped.append(f"{block.benchmark}: {exc.message}")
+    return runs, skipped
+
+
+def benchmark_available(name: str) -> tuple[bool, str]:
+    from clusterbench.bench.registry import benchmark_class
+    return benchmark_class(name).available()
+
+
 def plan_suite(system: SystemInfo, store: Store, budget_s: float, full: bool = False,
                n: int | None = None, nb: int = 192, layout_name: str = "mpi",
-               xhpl: str | None = None) -> SuitePlan:
+               xhpl: str | None = None, kernels: bool = True) -> SuitePlan:
     """Choose N, NB, grid and layout; refuse (exit 2) anything that cannot run."""
     find_hpcc()
     require_mpirun()
@@ -96,16 +140,21 @@ def plan_suite(system: SystemInfo, store: Store, budget_s: float, full: bool = F
     available = system.memory.available_bytes if system.memory else system.memory_bytes()
     total = system.memory_bytes() or available
     memory_n = n_for_memory(total, FULL_FRACTION, nb) if total else 10 * nb
+    kernel_runs, skipped = plan_kernels(system) if kernels else ([], [])
+    kernel_s = sum(r.estimate_s or 0 for r in kernel_runs)
     if n is not None:
         reason = "N given with --n"
     elif full:
         n = memory_n
         reason = f"N fills {FULL_FRACTION:.0%} of memory (list-grade run)"
     else:
-        n = model.largest_n(budget_s * 0.9, nb, memory_n)
-        reason = f"largest N whose HPCC run fits {budget_s:.0f} s ({model.source})"
+        hpcc_budget = max(budget_s * 0.9 - kernel_s, MIN_HPCC_BUDGET_S)
+        n = model.largest_n(hpcc_budget, nb, memory_n)
+        reason = (f"largest N whose HPCC run fits {hpcc_budget:.0f} s of the {budget_s:.0f} s budget "
+                  f"({model.source})")
     check_problem(n, nb, p, q, layout.ranks, available)
-    plan = SuitePlan(n, nb, p, q, layout, model.seconds(n), model, reason)
+    plan = SuitePlan(n, nb, p, q, layout, model.seconds(n) + kernel_s, model, reason,
+                     kernels=kernel_runs, skipped=skipped)
     if xhpl:
         plan.xhpl = xhpl
         plan.estimate_s += model.hpl_seconds(n) + 2
@@ -118,6 +167,16 @@ def run_suite(system: SystemInfo, store: Store, plan: SuitePlan,
     system_id = system.fingerprint()
     store.save_system(system_id, system.topology.hostname, system.fingerprint_facts(), system.to_dict())
     result = SuiteResult(plan)
+    for run in plan.kernels:
+        label = f"{run.benchmark} " + ", ".join(f"{k}={run.params[k]}" for k in ("threads", "ranks"))
+        try:
+            kernel = run.bench_class().from_point(run.params)
+        except UserInputError as exc:  # no compiler, or the kernel does not build here
+            plan.skipped.append(f"{run.benchmark}: {exc.message}")
+            continue
+        result.runs.append(execute(store, kernel, system_id, timeout_s=max(60.0, (run.estimate_s or 10) * 10),
+                                   tags={"suite": "run"}, params=run.params,
+                                   tick=lambda e, s, label=label: tick and tick(label, e, s)))
     timeout = max(120.0, plan.estimate_s * timeout_factor)
     blas = choose_blas(None, plan.layout.threads_per_rank)  # serial BLAS for pure MPI
     placement = {"blas": blas, "blas_dir": blas_dir(blas)}

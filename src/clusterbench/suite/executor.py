@@ -13,7 +13,7 @@ import shlex
 import shutil
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -33,6 +33,8 @@ class RunResult:
     duration_s: float
     workdir: Path
     outcome: Outcome
+    benchmark: str = ""
+    params: dict = field(default_factory=dict)  # as recorded in the store
 
 
 def new_run_id(benchmark: str) -> str:
@@ -101,7 +103,8 @@ def execute(store: Store, bench: Benchmark, system_id: str | None, run_id: str |
     (workdir / "run.json").write_text(json.dumps(
         record.__dict__ | {"status": status, "valid": outcome.valid, "reason": reason,
                            "duration_s": proc.duration_s, "facts": outcome.facts}, indent=2, default=str))
-    return RunResult(run_id, status, outcome.valid, reason, proc.duration_s, workdir, outcome)
+    return RunResult(run_id, status, outcome.valid, reason, proc.duration_s, workdir, outcome,
+                     record.benchmark, record.params)
 
 
 def _check_blas(bench: Benchmark, loaded: libtrace.LoadedLibraries, outcome: Outcome) -> None:

@@ -26,6 +26,13 @@ static void cb_init(int *argc, char ***argv, int *rank, int *size) {
 #endif
 }
 
+/* All ranks at the same point (no-op without MPI): star kernels start and stop together. */
+static void cb_sync(void) {
+#ifdef USE_MPI
+    MPI_Barrier(MPI_COMM_WORLD);
+#endif
+}
+
 static void cb_finalize(void) {
 #ifdef USE_MPI
     MPI_Finalize();
