@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
 from tests.conftest import cli, cli_json

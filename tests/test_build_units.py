@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from clusterbench.build.makearch import BLAS_KINDS, blas_link, make_arch
-from clusterbench.build.patches import (HPCC_DRIVER_PATCHES, PatchError, patch_text, replace_mpi1_calls)
+from clusterbench.build.patches import HPCC_DRIVER_PATCHES, PatchError, patch_text, replace_mpi1_calls
 from clusterbench.build.sources import parse_deb822, parse_one_line
 
 

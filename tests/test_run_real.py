@@ -29,8 +29,15 @@ def _raw_gflops(path: Path) -> list[float]:
 
 def test_run_stores_and_reports_hpl_best(isolated_db):
     s = cli_json("run", "--n", "1920", "--nb", "96", "--json")
-    (run,) = s["runs"]
+    (run,) = [r for r in s["runs"] if "-hpcc-" in r["id"]]
     assert run["valid"] and run["status"] == "ok"
+    # the built-in kernels add what HPCC alone does not give: thread scaling and the size curve
+    assert [r["threads"] for r in s["stream_threads"]] == sorted({1, os.cpu_count()})
+    assert all(r["triad_mbs"] > 100 for r in s["stream_threads"])
+    rows = s["pingpong_curve"]["rows"]
+    assert [r["bytes"] for r in rows] == [0, *(2**k for k in range(23))]
+    assert rows[0]["time_us"] < rows[-1]["time_us"] and s["skipped"] == []
+    assert len(s["runs"]) == 1 + len(s["stream_threads"]) + 1 and all(r["valid"] for r in s["runs"])
     raw = _raw_gflops(Path(run["workdir"]) / "hpccoutf.txt")
     assert raw and s["rmax_gflops"] == max(raw)
     assert s["hpl"]["n"] == 1920 and s["hpl"]["nb"] == 96 and (s["hpl"]["p"], s["hpl"]["q"]) == (1, 2)
@@ -55,7 +62,7 @@ def test_run_stores_and_reports_hpl_best(isolated_db):
 
     listed = cli("results")
     assert listed.returncode == 0 and run["id"] in listed.stdout
-    exported = cli_json("results", "--format", "json", "--metric", "hpl_gflops")
+    exported = cli_json("results", "--format", "json", "--metric", "hpl_gflops", "--benchmark", "hpcc")
     assert [r["value"] for r in exported] == [max(raw)]
     csv_out = cli("results", "--format", "csv")
     assert csv_out.stdout.splitlines()[0].startswith("run_id,benchmark")
@@ -64,7 +71,8 @@ def test_run_stores_and_reports_hpl_best(isolated_db):
 
 
 def test_hybrid_layout(isolated_db):
-    s = cli_json("run", "--n", "1920", "--nb", "96", "--layout", "hybrid-node", "--json")
+    s = cli_json("run", "--n", "1920", "--nb", "96", "--layout", "hybrid-node", "--no-kernels", "--json")
+    assert len(s["runs"]) == 1 and s["stream_threads"] == [] and s["pingpong_curve"] is None
     assert s["runs"][0]["valid"]
     assert (s["hpl"]["ranks"], s["hpl"]["threads"], s["hpl"]["p"], s["hpl"]["q"]) == (1, os.cpu_count(), 1, 1)
 

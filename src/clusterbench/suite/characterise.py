@@ -99,7 +99,7 @@ def thread_counts(cores: int) -> list[int]:
 def plan_kernels(system: SystemInfo) -> tuple[list[PlannedRun], list[str]]:
     """The kernel runs of the suite, and a reason for each kernel left out."""
     cores = max(system.topology.cores_total, 1)
-    wanted = [BenchmarkBlock(benchmark="stream", params={"threads": thread_counts(cores)})]
+    wanted = [BenchmarkBlock(benchmark="stream", space={"threads": thread_counts(cores)})]
     skipped = []
     if cores >= 2:
         wanted.append(BenchmarkBlock(benchmark="pingpong", params={"max_log2": PINGPONG_MAX_LOG2}))
