@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated
 
@@ -22,6 +21,16 @@ def _say(msg: str) -> None:
     console.print(f"[dim]build:[/] {escape(msg)}")
 
 
+def _building(what: str, as_json: bool, build):
+    """Run `build(log)` under a spinner with its steps printed, or quietly printing the provenance."""
+    if as_json:
+        built = build(lambda _msg: None)
+        print(json.dumps(built.provenance, indent=2))
+        return built
+    with console.status(f"building {what}", spinner="dots"):
+        return build(_say)
+
+
 @build_app.command("hpl")
 def build_hpl_cmd(
     source: Annotated[Path | None, typer.Option(
@@ -36,11 +45,9 @@ def build_hpl_cmd(
     """Build a standalone xhpl (Make.<arch> generated, MPI-3 patches, smoke test) and register it."""
     from clusterbench.build.hpl import DEFAULT_CFLAGS, build_hpl
 
-    with console.status("building HPL", spinner="dots") if not as_json else nullcontext():
-        built = build_hpl(source, blas=blas, cflags=cflags or DEFAULT_CFLAGS, force=force,
-                          log=(lambda _m: None) if as_json else _say)
+    built = _building("HPL", as_json, lambda log: build_hpl(source, blas=blas, cflags=cflags or DEFAULT_CFLAGS,
+                                                            force=force, log=log))
     if as_json:
-        print(json.dumps(built.provenance, indent=2))
         return
     p = built.provenance
     console.print(f"[green]xhpl ready[/]: {escape(str(built.binary))}"
@@ -60,11 +67,9 @@ def build_hpcg_cmd(
     """Build xhpcg from the official tree (its own make system, a generated setup/Make file)."""
     from clusterbench.build.hpcg import DEFAULT_CFLAGS, build_hpcg
 
-    with console.status("building HPCG", spinner="dots") if not as_json else nullcontext():
-        built = build_hpcg(source, openmp=openmp, cflags=cflags or DEFAULT_CFLAGS, force=force,
-                           log=(lambda _m: None) if as_json else _say)
+    built = _building("HPCG", as_json, lambda log: build_hpcg(source, openmp=openmp, cflags=cflags or DEFAULT_CFLAGS,
+                                                              force=force, log=log))
     if as_json:
-        print(json.dumps(built.provenance, indent=2))
         return
     console.print(f"[green]xhpcg ready[/]: {escape(str(built.binary))} ({'built now' if built.rebuilt else 'cached'})")
 
