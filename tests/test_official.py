@@ -117,7 +117,7 @@ def stand_in(folder: Path, name: str, output: str, report: str | None = None) ->
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{name}.out").write_text(output)
     lines = ["#!/bin/sh", 'echo "$@" > "args.$$"',  # like the real codes, only rank 0 prints
-             f'[ "${{OMPI_COMM_WORLD_RANK:-0}}" = 0 ] && cat "{folder / (name + ".out")}"']
+             f'if [ "${{OMPI_COMM_WORLD_RANK:-0}}" = 0 ]; then cat "{folder / (name + ".out")}"; fi']
     if report:
         (folder / "report.txt").write_text(report)
         lines.append(f'cp "{folder / "report.txt"}" HPCG-Benchmark_3.1_standin.txt')
@@ -148,7 +148,7 @@ def test_imb_and_hpcg_run_path_with_stand_ins(tmp_path, isolated_db):
     listed = {r["name"]: r for r in cli_json("benchmarks", "--json", env=env)}
     assert listed["imb"]["available"] and str(bins / "IMB-MPI1") in listed["imb"]["detail"]
     (imb,) = cli_json("bench", "imb", "-p", "tests=PingPong", "-p", "iter=500", "--json", env=env)
-    assert imb["status"] == "ok" and imb["valid"]
+    assert imb["status"] == "ok" and imb["valid"], imb["reason"]
     assert len([m for m in imb["metrics"] if m["name"] == "imb_bandwidth"]) == 24
     run_dir = Path(imb["workdir"])
     args = {f.read_text().strip() for f in run_dir.glob("args.*")}
