@@ -116,11 +116,13 @@ def stand_in(folder: Path, name: str, output: str, report: str | None = None) ->
     """An executable named like the real binary that records its arguments and prints a real output."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{name}.out").write_text(output)
-    lines = ["#!/bin/sh", 'echo "$@" > "args.$$"',  # like the real codes, only rank 0 prints
-             f'if [ "${{OMPI_COMM_WORLD_RANK:-0}}" = 0 ]; then cat "{folder / (name + ".out")}"; fi']
+    rank0 = [f'cat "{folder / (name + ".out")}"']
     if report:
         (folder / "report.txt").write_text(report)
-        lines.append(f'cp "{folder / "report.txt"}" HPCG-Benchmark_3.1_standin.txt')
+        rank0.append(f'cp "{folder / "report.txt"}" HPCG-Benchmark_3.1_standin.txt')
+    # like the real codes, only rank 0 prints and writes the report (two cp's racing could fail)
+    lines = ["#!/bin/sh", 'echo "$@" > "args.$$"',
+             f'if [ "${{OMPI_COMM_WORLD_RANK:-0}}" = 0 ]; then {"; ".join(rank0)}; fi']
     path = folder / name
     path.write_text("\n".join(lines) + "\n")
     path.chmod(path.stat().st_mode | stat.S_IEXEC)
@@ -154,7 +156,7 @@ def test_imb_and_hpcg_run_path_with_stand_ins(tmp_path, isolated_db):
     args = {f.read_text().strip() for f in run_dir.glob("args.*")}
     assert args == {"-msglog 0:22 -iter 500 PingPong"}  # one line per rank, all alike
     (hpcg,) = cli_json("bench", "hpcg", "-p", "nx=32", "-p", "rt=60", "--json", env=env)
-    assert hpcg["status"] == "ok" and hpcg["facts"]["list_eligible"] is False
+    assert hpcg["status"] == "ok" and hpcg["facts"]["list_eligible"] is False, hpcg["reason"]
     assert (Path(hpcg["workdir"]) / "hpcg.dat").read_text().splitlines()[2:] == ["32 32 32", "60"]
     con = sqlite3.connect(isolated_db)
     names = {r[0] for r in con.execute("SELECT name FROM artifacts WHERE run_id=?", (hpcg["id"],))}

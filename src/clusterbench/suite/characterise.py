@@ -22,6 +22,7 @@ from clusterbench.bench.hpcc import Hpcc, find_hpcc
 from clusterbench.bench.hpl import Hpl
 from clusterbench.bench.metrics import Metric
 from clusterbench.bench.placement import blas_dir, choose_blas
+from clusterbench.bench.registry import benchmark_class
 from clusterbench.campaign.expand import PlannedRun, expand
 from clusterbench.campaign.spec import BenchmarkBlock, Campaign, CampaignError
 from clusterbench.errors import UserInputError
@@ -107,7 +108,7 @@ def plan_kernels(system: SystemInfo) -> tuple[list[PlannedRun], list[str]]:
         skipped.append("pingpong: one core, no second rank to talk to")
     runs: list[PlannedRun] = []
     for block in wanted:
-        ok, why = benchmark_available(block.benchmark)
+        ok, why = benchmark_class(block.benchmark).available()
         if not ok:
             skipped.append(f"{block.benchmark}: {why}")
             continue
@@ -116,11 +117,6 @@ def plan_kernels(system: SystemInfo) -> tuple[list[PlannedRun], list[str]]:
         except CampaignError as exc:
             skipped.append(f"{block.benchmark}: {exc.message}")
     return runs, skipped
-
-
-def benchmark_available(name: str) -> tuple[bool, str]:
-    from clusterbench.bench.registry import benchmark_class
-    return benchmark_class(name).available()
 
 
 def plan_suite(system: SystemInfo, store: Store, budget_s: float, full: bool = False,
