@@ -7,6 +7,7 @@ never leaves a half-made binary where campaigns would find it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
@@ -71,6 +72,17 @@ def run_logged(cmd: list[str], cwd: Path, logfile: Path, log: Log, what: str) ->
         raise BuildError(f"{what} failed (exit code {done.returncode}) in {cwd}:\n$ {shlex.join(cmd)}\n{tail}",
                          hint="see the messages above (build.log); the build options change the build")
     log(f"{what}: done")
+
+
+def existing_build(name: str, binary_name: str, inputs: dict, force: bool, log: Log) -> tuple[Path, Built | None]:
+    """The build folder for these inputs (`<builds>/<name>-<key>`), and its build when already there."""
+    key = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
+    final = registry.builds_root() / f"{name}-{key}"
+    entry = None if force else cached(final, binary_name)
+    if entry is None:
+        return final, None
+    log(f"already built: {final / binary_name}")
+    return final, Built(final / binary_name, entry, rebuilt=False)
 
 
 def cached(final: Path, binary_name: str) -> dict | None:

@@ -8,8 +8,6 @@ grid on one rank (smoke test) before it is installed under the builds folder and
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
 import shutil
@@ -18,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from clusterbench.build import registry
-from clusterbench.build.common import Built, Log, cached, install, mkdir, now, obtain, run_logged
+from clusterbench.build.common import Built, Log, existing_build, install, mkdir, now, obtain, run_logged
 from clusterbench.build.makearch import make_hpcg_arch
 from clusterbench.errors import MissingToolError, UserInputError
 from clusterbench.native.build import BuildError, toolchain_identity
@@ -64,12 +62,9 @@ def build_hpcg(source: Path, openmp: bool = True, cflags: str = DEFAULT_CFLAGS, 
         root = find_hpcg_root(tree)
         inputs = {"format": BUILD_FORMAT, "source_sha256": source_sum, "openmp": openmp, "cflags": cflags,
                   "toolchain": toolchain_identity(cxx)}
-        key = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
-        final = root_cache / f"hpcg-{key}"
-        entry = None if force else cached(final, "xhpcg")
-        if entry:
-            log(f"already built: {final / 'xhpcg'}")
-            return Built(final / "xhpcg", entry, rebuilt=False)
+        final, done = existing_build("hpcg", "xhpcg", inputs, force, log)
+        if done:
+            return done
         makefile = make_hpcg_arch(cxx, cflags, openmp)
         (root / "setup" / f"Make.{ARCH}").write_text(makefile)
         log(f"building HPCG {hpcg_version(root)} ({'MPI + OpenMP' if openmp else 'MPI only'})")
@@ -78,9 +73,9 @@ def build_hpcg(source: Path, openmp: bool = True, cflags: str = DEFAULT_CFLAGS, 
         if not binary.is_file():
             raise BuildError(f"make finished but {binary} is missing", hint="see build.log")
         smoke_test(binary)
-        entry = {"name": "xhpcg", "binary": str(final / "xhpcg"), "key": key, "version": hpcg_version(root),
-                 "built_at": now(),
-                 "source": str(source), "source_sha256": source_sum, "openmp": openmp, "cflags": cflags,
+        entry = {"name": "xhpcg", "binary": str(final / "xhpcg"), "key": final.name.split("-", 1)[1],
+                 "version": hpcg_version(root), "built_at": now(), "source": str(source),
+                 "source_sha256": source_sum, "openmp": openmp, "cflags": cflags,
                  "mpicxx": cxx, "toolchain": inputs["toolchain"]}
         install(work, final, {"xhpcg": binary, "build.log": work / "build.log",
                               f"Make.{ARCH}": root / "setup" / f"Make.{ARCH}"}, entry)

@@ -12,7 +12,6 @@ checksum, compiler identity, flags and BLAS link: the same inputs reuse the exis
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import shlex
@@ -25,7 +24,7 @@ from pathlib import Path
 
 from clusterbench.bench.hpl_output import hpl_outcome
 from clusterbench.build import registry
-from clusterbench.build.common import Built, cached, install, mkdir, now, obtain, run_logged
+from clusterbench.build.common import Built, existing_build, install, mkdir, now, obtain, run_logged
 from clusterbench.build.makearch import BLAS_KINDS, blas_link, make_arch
 from clusterbench.build.patches import PatchError, patch_hpcc_driver, patch_mpi1_tree
 from clusterbench.errors import UserInputError
@@ -70,12 +69,9 @@ def build_hpl(source: Path | None = None, blas: str = "generic", cflags: str = D
         inputs = {"format": BUILD_FORMAT, "source_sha256": source_sum, "kind": kind, "blas": blas,
                   "cflags": cflags, "toolchain": toolchain_identity(mpicc),
                   "main_sha256": hashlib.sha256(main_source().read_bytes()).hexdigest()}
-        key = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
-        final = root_cache / f"hpl-{key}"
-        entry = None if force else cached(final, "xhpl")
-        if entry:
-            log(f"already built: {final / 'xhpl'}")
-            return Built(final / "xhpl", entry, rebuilt=False)
+        final, done = existing_build("hpl", "xhpl", inputs, force, log)
+        if done:
+            return done
         log(f"building HPL {hpl_version(hpl_root)} ({kind} tree) with {blas} BLAS")
         changed = patch_mpi1_tree(hpl_root)
         patched = [f"MPI-1 calls renamed in {path} ({n})" for path, n in changed.items()]
@@ -99,7 +95,7 @@ def build_hpl(source: Path | None = None, blas: str = "generic", cflags: str = D
             shutil.copy2(hpl_root / "bin" / ARCH / "xhpl", binary)
         log("smoke test: 1 rank, N=256")
         smoke = smoke_test(binary, blas)
-        entry = {"name": "xhpl", "binary": str(final / "xhpl"), "key": key,
+        entry = {"name": "xhpl", "binary": str(final / "xhpl"), "key": final.name.split("-", 1)[1],
                  "built_at": now(), "version": hpl_version(hpl_root),
                  "source": package.origin if package else str(source), "source_sha256": source_sum,
                  "tree": kind, "blas": blas, "blas_libs": link.libs, "cflags": cflags, "mpicc": mpicc,
