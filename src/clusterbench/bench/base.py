@@ -14,7 +14,8 @@ from typing import ClassVar
 from clusterbench.bench.metrics import Outcome
 from clusterbench.bench.params import Param
 from clusterbench.bench.placement import library_path_env
-from clusterbench.launch.mpirun import MpiLaunch, mpirun_command
+from clusterbench.launch.mpirun import MpiLaunch
+from clusterbench.launch.site import LOCAL, Site
 from clusterbench.plan.hpl import Layout
 from clusterbench.system.discover import SystemInfo
 
@@ -33,6 +34,7 @@ class Benchmark(ABC):
     open_parameters: ClassVar[bool] = False  # accept undeclared scalar parameters (templates)
     uses_blas: ClassVar[bool] = False  # record which BLAS library the processes loaded
     blas: str | None = None  # the variant asked for, when the run chose one
+    site: Site = LOCAL  # where it runs; the executor sets it per run
 
     @classmethod  # noqa: B027 - an optional hook, empty by default
     def resolve(cls, point: dict, system: SystemInfo) -> None:
@@ -77,6 +79,9 @@ class Benchmark(ABC):
         """How it was launched, stored with the run."""
         return {"name": "local"}
 
+    def node_count(self) -> int:
+        return 1
+
     @abstractmethod
     def parse(self, workdir: Path) -> Outcome:
         ...
@@ -98,6 +103,7 @@ class MpiBenchmark(Benchmark):
     bind_to: str | None
     map_by: str | None = None
     blas_dir: str | None = None  # put first on LD_LIBRARY_PATH to load this BLAS variant
+    interconnect: str | None = None  # None: the site's choice
     uses_blas = True
 
     def env(self) -> dict[str, str]:
@@ -107,11 +113,16 @@ class MpiBenchmark(Benchmark):
         bind = self.bind_to
         if self.layout.threads_per_rank > 1 and bind == "core":
             bind = "none"  # several threads bound to one core would share it
-        return MpiLaunch(ranks=self.layout.ranks, env=self.env(), bind_to=bind, map_by=self.map_by)
+        return MpiLaunch(ranks=self.layout.ranks, env=self.env(), bind_to=bind, map_by=self.map_by,
+                         interconnect=self.interconnect)
+
+    def node_count(self) -> int:
+        return max(1, -(-self.layout.ranks // max(self.layout.ranks_per_node, 1)))
 
     def command(self) -> list[str]:
-        return mpirun_command(self.mpi_launch(), [self.binary])
+        return self.site.command(self.mpi_launch(), [self.binary], self.node_count())
 
     def launcher(self) -> dict:
         launch = self.mpi_launch()
-        return {"name": "mpirun", "ranks": launch.ranks, "bind_to": launch.bind_to, "map_by": launch.map_by}
+        return {"name": "mpirun", "ranks": launch.ranks, "bind_to": launch.bind_to, "map_by": launch.map_by,
+                "nodes": self.node_count()} | self.site.describe()

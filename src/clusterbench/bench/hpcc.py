@@ -89,6 +89,7 @@ class Hpcc(HplFamily):
     map_by: str | None = None
     blas: str | None = None
     blas_dir: str | None = None
+    interconnect: str | None = None
     name: str = "hpcc"
     artifacts: tuple[str, ...] = (INPUT, OUTPUT, "stdout.txt", "stderr.txt")
 
@@ -113,7 +114,8 @@ class Hpcc(HplFamily):
     def params(self) -> dict:
         return {"n": self.n, "nb": self.nb, "p": self.p, "q": self.q, "layout": self.layout.name,
                 "ranks": self.layout.ranks, "threads": self.layout.threads_per_rank,
-                "threshold": self.threshold, "bind_to": self.bind_to, "blas": self.blas}
+                "threshold": self.threshold, "bind_to": self.bind_to, "blas": self.blas,
+                "interconnect": self.interconnect}
 
     def hpl_input(self) -> HplInput:
         return HplInput(ns=[self.n], nbs=[self.nb], grids=[(self.p, self.q)], device_out=8,

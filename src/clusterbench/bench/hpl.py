@@ -49,6 +49,7 @@ class Hpl(HplFamily):
     map_by: str | None = None
     blas: str | None = None
     blas_dir: str | None = None
+    interconnect: str | None = None
     name: str = "hpl"
     artifacts: tuple[str, ...] = ("HPL.dat", "stdout.txt", "stderr.txt")
 
@@ -81,7 +82,8 @@ class Hpl(HplFamily):
         single = {"n": inp.ns, "nb": inp.nbs, "grids": [f"{p}x{q}" for p, q in inp.grids]}
         flat = {k: (v[0] if len(v) == 1 else v) for k, v in single.items()}
         return flat | {"layout": self.layout.name, "ranks": self.layout.ranks,
-                       "threads": self.layout.threads_per_rank, "bind_to": self.bind_to, "blas": self.blas}
+                       "threads": self.layout.threads_per_rank, "bind_to": self.bind_to, "blas": self.blas,
+                       "interconnect": self.interconnect}
 
     def prepare(self, workdir: Path) -> None:
         (workdir / "HPL.dat").write_text(render_hpl_dat(self.input))

@@ -19,16 +19,19 @@ from clusterbench.bench.base import Benchmark
 from clusterbench.bench.params import Param
 from clusterbench.bench.placement import BIND_CHOICES, blas_dir, choose_blas, library_path_env
 from clusterbench.errors import UserInputError
-from clusterbench.launch.mpirun import MpiLaunch, mpirun_command
+from clusterbench.launch.mpirun import INTERCONNECTS, MpiLaunch
 from clusterbench.native import build as native
 from clusterbench.plan.hpl import thread_env
 from clusterbench.system.discover import SystemInfo
 
 PLACEMENT_PARAMS = (
+    Param("nodes", int, 1, "nodes (ranks are spread evenly over them)", minimum=1),
     Param("ranks", int, None, "MPI ranks (default: the kernel's)", minimum=1),
     Param("threads", int, None, "OpenMP threads per rank (default: the kernel's)", minimum=1),
     Param("bind_to", str, None, "mpirun --bind-to: core, socket, numa or none", choices=BIND_CHOICES),
     Param("map_by", str, None, "mpirun --map-by: core, socket, numa, node, ppr:1:socket, ..."),
+    Param("interconnect", str, None, "transport: auto, shm, tcp, ib (default: the campaign's, else auto)",
+          choices=INTERCONNECTS),
     Param("cflags", str, None, f"compiler flags (default: $CLUSTERBENCH_CFLAGS or '{native.DEFAULT_CFLAGS}')"),
 )
 BLAS_PARAM = Param("blas", str, None, "BLAS variant (openblas-serial, blis-openmp, ...) or 'default'")
@@ -53,10 +56,12 @@ class NativeKernel(Benchmark):
     @classmethod
     def resolve(cls, point: dict, system: SystemInfo) -> None:
         cores = max(system.topology.cores_total, 1)
-        ranks = point.get("ranks") or (cores if cls.default_ranks == 0 else cls.default_ranks)
-        threads = point.get("threads") or (max(cores // ranks, 1) if cls.threaded_default else 1)
+        nodes = point.get("nodes") or 1
+        ranks = point.get("ranks") or (cores * nodes if cls.default_ranks == 0 else cls.default_ranks)
+        per_node = -(-ranks // nodes)
+        threads = point.get("threads") or (max(cores // per_node, 1) if cls.threaded_default else 1)
         bind = point.get("bind_to") or ("core" if threads == 1 else "none")
-        point.update(ranks=ranks, threads=threads, bind_to=bind)
+        point.update(nodes=nodes, ranks=ranks, threads=threads, bind_to=bind)
         if cls.uses_blas:
             point["blas"] = choose_blas(point.get("blas"), threads)
         cls.check(point, system)
@@ -94,22 +99,26 @@ class NativeKernel(Benchmark):
         return thread_env(self.point["threads"]) | library_path_env(self.blas_dir)
 
     def uses_mpirun(self) -> bool:
-        return self.needs_mpi or self.point["ranks"] > 1
+        return self.needs_mpi or self.point["ranks"] > 1 or self.node_count() > 1
+
+    def node_count(self) -> int:
+        return self.point.get("nodes") or 1
 
     def mpi_launch(self) -> MpiLaunch:
         return MpiLaunch(ranks=self.point["ranks"], env=self.env(), bind_to=self.point["bind_to"],
-                         map_by=self.point.get("map_by"), oversubscribe=self.point["ranks"] > os.cpu_count())
+                         map_by=self.point.get("map_by"), oversubscribe=self.point["ranks"] > os.cpu_count(),
+                         interconnect=self.point.get("interconnect"))
 
     def command(self) -> list[str]:
         program = [str(self.binary), *self.arguments()]
-        return mpirun_command(self.mpi_launch(), program) if self.uses_mpirun() else program
+        return self.site.command(self.mpi_launch(), program, self.node_count()) if self.uses_mpirun() else program
 
     def launcher(self) -> dict:
         if not self.uses_mpirun():
             return {"name": "local", "binary": str(self.binary)}
         launch = self.mpi_launch()
         return {"name": "mpirun", "ranks": launch.ranks, "bind_to": launch.bind_to, "map_by": launch.map_by,
-                "binary": str(self.binary)}
+                "nodes": self.node_count(), "binary": str(self.binary)} | self.site.describe()
 
     def stdout(self, workdir: Path) -> str:
         try:

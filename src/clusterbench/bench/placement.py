@@ -23,6 +23,7 @@ from functools import lru_cache
 
 from clusterbench.bench.params import Param
 from clusterbench.errors import UserInputError
+from clusterbench.launch.mpirun import INTERCONNECTS
 from clusterbench.plan.hpl import Layout, grids, layouts
 from clusterbench.system.discover import SystemInfo
 
@@ -41,6 +42,8 @@ MPI_PARAMS = (
     Param("map_by", str, None, "rank placement, passed to mpirun --map-by: core (fill a socket first), "
           "socket (round-robin over sockets), numa, node, ppr:1:socket:pe=4, ..."),
     Param("blas", str, None, "BLAS variant directory (openblas-serial, blis-openmp, ...) or 'default'"),
+    Param("interconnect", str, None, "transport: auto, shm (shared memory only), tcp, ib "
+          "(default: the campaign's cluster: section, else auto)", choices=INTERCONNECTS),
 )
 
 
@@ -114,6 +117,7 @@ def placement_fields(point: dict) -> dict:
         "map_by": point.get("map_by") or {"hybrid-socket": "socket", "hybrid-node": "node"}.get(name),
         "blas": blas,
         "blas_dir": blas_dir(blas),
+        "interconnect": point.get("interconnect"),
     }
 
 

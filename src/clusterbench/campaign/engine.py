@@ -16,8 +16,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from clusterbench.campaign.batch import run_jobs
 from clusterbench.campaign.expand import PlannedRun
 from clusterbench.launch.process import signals_as_interrupt
+from clusterbench.launch.site import LOCAL, Site
 from clusterbench.store.db import Store
 from clusterbench.suite.executor import RunResult, execute
 
@@ -104,7 +106,8 @@ def preflight(runs: list[PlannedRun]) -> None:
 
 
 def run_campaign(store: Store, runs: list[PlannedRun], system_id: str | None, reporter: Reporter,
-                 spread_s: float | None = None, retry_failed: bool = False) -> CampaignOutcome:
+                 spread_s: float | None = None, retry_failed: bool = False, site: Site = LOCAL) -> CampaignOutcome:
+    """Every pending run, here/through mpirun one after another, or queued as Slurm jobs."""
     done = finished_ids(store, runs, retry_failed)
     pending = [r for r in runs if r.id not in done]
     preflight(pending)
@@ -115,6 +118,15 @@ def run_campaign(store: Store, runs: list[PlannedRun], system_id: str | None, re
     interval = spread_s / rounds if spread_s else 0.0
     t0 = time.monotonic()
     first_round = pending[0].repeat if pending else 0
+    if site.slurm:
+        def finished(run: PlannedRun, result: RunResult) -> None:
+            outcome.results.append(result)
+            eta.add(run, result.duration_s)
+            reporter.run_finished(run, result, eta)
+
+        with signals_as_interrupt():
+            run_jobs(store, pending, system_id, site, reporter.run_started, reporter.tick, finished)
+        return outcome
     with signals_as_interrupt():
         for run in pending:
             if interval:
@@ -127,7 +139,7 @@ def run_campaign(store: Store, runs: list[PlannedRun], system_id: str | None, re
             result = execute(store, bench, system_id, run_id=run.id, campaign=run.campaign,
                              repeat=run.repeat, timeout_s=run.timeout_s, tags=run.tags | {"block": run.block},
                              tick=lambda elapsed, detail, run=run: reporter.tick(run, elapsed, detail),
-                             params=run.params, extra_env=run.env)
+                             params=run.params, extra_env=run.env, site=site)
             outcome.results.append(result)
             eta.add(run, result.duration_s)
             reporter.run_finished(run, result, eta)

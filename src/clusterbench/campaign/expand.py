@@ -54,9 +54,20 @@ class PlannedRun:
 _CANONICAL = json.JSONEncoder(sort_keys=True, default=str)  # built once: ids are made 100,000s of times
 
 
-def run_id(campaign: str, benchmark: str, params: dict, env: dict, repeat: int) -> str:
-    blob = _CANONICAL.encode([campaign, benchmark, params, env, repeat])
+def run_id(campaign: str, benchmark: str, params: dict, env: dict, repeat: int, where: str = "") -> str:
+    """Deterministic, so a campaign run again finds its finished runs. `where` (the launcher
+    and hosts, empty for this machine) keeps runs of the same point on two sites apart."""
+    parts = [campaign, benchmark, params, env, repeat] + ([where] if where else [])
+    blob = _CANONICAL.encode(parts)
     return f"{campaign}-{benchmark}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}-r{repeat}"
+
+
+def site_key(campaign: Campaign) -> str:
+    c = campaign.cluster
+    if c.launcher == "local":
+        return ""
+    return _CANONICAL.encode([c.launcher, c.hosts, c.interconnect, c.net_if, c.rank_by, c.mpi_args,
+                              c.slurm.model_dump() if c.slurm else None])
 
 
 def system_names(system: SystemInfo) -> dict[str, Any]:
@@ -122,6 +133,7 @@ def _expand_block(campaign: Campaign, block: BenchmarkBlock, loc: Location,
     check = _point_checker(ctx, cls, declared, [*literal, *axes, *order])
     base_scope = names | defaults
     repeats = block.repeats or campaign.repeats
+    where_key = site_key(campaign)
     timeout = block.timeout_s or campaign.timeout_s
     tags = campaign.tags | block.tags
     for combo in combos:
@@ -141,7 +153,7 @@ def _expand_block(campaign: Campaign, block: BenchmarkBlock, loc: Location,
         env = {key: _substitute(ctx, value, scope, key) for key, value in env_spec.items()}
         estimate = cls.estimate_s(point, system)
         for r in range(repeats):
-            runs.append(PlannedRun(run_id(campaign.name, block.benchmark, point, env, r), campaign.name,
+            runs.append(PlannedRun(run_id(campaign.name, block.benchmark, point, env, r, where_key), campaign.name,
                                    block.label, block.benchmark, point, r, env, timeout,
                                    tags, estimate))
     if combos and not runs:

@@ -104,6 +104,47 @@ class BenchmarkBlock(_Timed):
         return self.name or self.benchmark
 
 
+class SrunSection(BaseModel):
+    """Start the ranks with srun inside the job (Slurm binds them) instead of mpirun."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cpu_bind: str | None = Field(None, description="srun --cpu-bind: cores, threads, sockets, none, ...")
+    distribution: str | None = Field(None, description="srun --distribution: block, cyclic, block:cyclic, ...")
+    hint: str | None = Field(None, description="srun --hint: nomultithread, compute_bound, memory_bound")
+    cpus_per_task: int | None = Field(None, ge=1, description="default: the run's threads per rank")
+    mpi: str | None = Field("pmix", description="srun --mpi plugin (pmix, pmi2, none)")
+
+
+class SlurmSection(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    time: str | None = Field(None, description="sbatch --time (default: from the run's timeout)")
+    exclusive: bool = Field(True, description="whole nodes per job, so runs do not share them")
+    sbatch_args: list[str] = Field(default_factory=list, description="more sbatch options, e.g. --constraint=ib")
+    srun: SrunSection | None = Field(None, description="launch with srun; absent: mpirun inside the job")
+    poll: Duration = Field(2, description="how often the queue is polled")
+    max_queued: int = Field(100, ge=1, description="jobs queued at once")
+
+
+class ClusterSection(BaseModel):
+    """Where the runs go: this machine, hosts over ssh + mpirun, or Slurm (docs/launchers.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    launcher: Literal["local", "mpirun", "slurm"] = "local"
+    hosts: str | None = Field(None, description="node set (node[1-8]), hostfile path, or 'slurm' (the allocation)")
+    interconnect: Literal["auto", "shm", "tcp", "ib"] = Field("auto", description="default transport of MPI runs")
+    net_if: str | None = Field(None, description="TCP interface or CIDR for MPI traffic, e.g. eth1 or 10.0.0.0/24")
+    rank_by: str | None = Field(None, description="mpirun --rank-by")
+    mpi_args: list[str] = Field(default_factory=list, description="more mpirun arguments")
+    slurm: SlurmSection | None = None
+    preflight: bool = Field(True, description="check the nodes before a multi-node campaign starts")
+
+
 class Campaign(_Timed):
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
@@ -112,6 +153,7 @@ class Campaign(_Timed):
     tags: dict[str, Scalar] = Field(default_factory=dict, description="stored with every run")
     repeats: int = Field(1, ge=1, description="default runs per point")
     env: dict[str, Scalar] = Field(default_factory=dict, description="environment for every run")
+    cluster: ClusterSection = Field(default_factory=ClusterSection, description="where the runs go")
     benchmarks: list[BenchmarkBlock] = Field(min_length=1)
 
 
@@ -177,13 +219,20 @@ def _first_error(exc: ValidationError, source: CampaignSource) -> CampaignError:
     loc = tuple(err["loc"])
     more = f" (and {exc.error_count() - 1} more problem(s))" if exc.error_count() > 1 else ""
     if err["type"] == "extra_forbidden":
-        model = Campaign if len(loc) == 1 else BenchmarkBlock
+        model = _model_at(loc)
         return CampaignError(f"unknown key{more}", source, loc,
                              hint="allowed keys here: " + ", ".join(model.model_fields))
     if err["type"] == "missing":
         return CampaignError(f"this required key is missing{more}", source, loc)
     message = err["msg"].removeprefix("Value error, ")
     return CampaignError(f"{message} (got {err.get('input')!r}){more}", source, loc)
+
+
+def _model_at(loc: Location) -> type[BaseModel]:
+    """The model whose keys are allowed where an unknown key was found."""
+    if loc[0] == "cluster":
+        return {2: ClusterSection, 3: SlurmSection}.get(len(loc), SrunSection)
+    return Campaign if len(loc) == 1 else BenchmarkBlock
 
 
 def _compose(text: str, path: str) -> tuple[Any, dict[Location, int]]:

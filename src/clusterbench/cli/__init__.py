@@ -6,7 +6,17 @@ import sys
 
 from rich.markup import escape
 
-from clusterbench.cli import bench_cmd, build_cmd, campaign_cmd, import_cmd, plan_cmd, results_cmd, run_cmd, system_cmd  # noqa: F401  (registers)
+from clusterbench.cli import (  # noqa: F401  (registers)
+    bench_cmd,
+    build_cmd,
+    campaign_cmd,
+    cluster_cmd,
+    import_cmd,
+    plan_cmd,
+    results_cmd,
+    run_cmd,
+    system_cmd,
+)
 from clusterbench.cli.app import app, err_console
 from clusterbench.errors import UserInputError
 

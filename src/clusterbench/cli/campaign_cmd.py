@@ -20,15 +20,68 @@ app.add_typer(campaign_app, name="campaign")
 FileArg = Annotated[Path, typer.Argument(help="Campaign file (YAML, see docs/campaigns.md).")]
 
 
-def load_runs(path: Path):
-    """Parse, validate and expand a campaign against this machine; errors exit with code 2."""
+def load_runs(path: Path, preflight: bool = False, force: bool = False, quiet: bool = False):
+    """Parse, validate and expand a campaign; errors exit with code 2. A campaign with a
+    cluster: section is planned for its compute nodes (facts gathered over ssh), and with
+    `preflight` the nodes are checked first: inconsistencies stop it (exit 1) unless `force`."""
     from clusterbench.campaign.expand import expand
-    from clusterbench.campaign.spec import load_campaign
+    from clusterbench.campaign.spec import CampaignError, load_campaign
+    from clusterbench.campaign.where import site_from_section, system_from_facts
+    from clusterbench.cluster.facts import gather
+    from clusterbench.errors import UserInputError
     from clusterbench.system.discover import discover
 
     campaign, source = load_campaign(path)
     info = discover()
-    return campaign, expand(campaign, source, info), info
+    try:
+        site = site_from_section(campaign.cluster)
+    except UserInputError as exc:
+        raise CampaignError(exc.message, source, ("cluster",), hint=exc.hint) from None
+    system = info
+    if site.inventory and site.launcher != "local":
+        system = system_from_facts(gather(site.inventory.names), info)
+    runs = expand(campaign, source, system)
+    _check_node_counts(runs, site, source)
+    if preflight and site.inventory and site.launcher != "local" and campaign.cluster.preflight:
+        from clusterbench.cli.cluster_cmd import print_preflight, run_preflight
+
+        nodes = max((r.params.get("nodes") or 1 for r in runs), default=1)
+        inv = type(site.inventory)(site.inventory.first(nodes), site.inventory.source)
+        result = run_preflight(inv, binaries_of(runs), quiet=quiet)
+        if not result.ok:
+            print_preflight(result, inv)
+            if not force:
+                err_console.print("[red]preflight failed[/]: the campaign did not start. Fix the nodes above, "
+                                  "or run with --force to start anyway.")
+                raise typer.Exit(1)
+    return campaign, runs, system, site
+
+
+def _check_node_counts(runs, site, source) -> None:
+    from clusterbench.campaign.spec import CampaignError
+
+    limit = site.max_nodes()
+    for run in runs:
+        nodes = run.params.get("nodes") or 1
+        if limit is not None and nodes > limit:
+            where = "this machine" if site.launcher == "local" else f"the {limit} host(s) of cluster.hosts"
+            raise CampaignError(f"block {run.block!r} asks for nodes={nodes}, more than {where}", source,
+                                ("cluster",), hint="lower nodes:, or list more hosts in cluster.hosts")
+
+
+def binaries_of(runs) -> list[str]:
+    """The benchmark binaries the campaign will start (their checksums must match on every node)."""
+    found: dict[str, None] = {}
+    seen: set[str] = set()
+    for run in runs:
+        if run.block in seen:
+            continue
+        seen.add(run.block)
+        bench = run.bench_class().from_point(run.params)
+        binary = getattr(bench, "binary", None)
+        if binary:
+            found[str(binary)] = None
+    return list(found)
 
 
 def _fmt(seconds: float | None) -> str:
@@ -47,7 +100,7 @@ def plan_campaign(path: Path, as_json: bool) -> None:
     from clusterbench.campaign.engine import finished_ids
     from clusterbench.campaign.expand import total_estimate
 
-    campaign, runs, _ = load_runs(path)
+    campaign, runs, _, _ = load_runs(path)
     with open_store() as store:
         done = finished_ids(store, runs)
     pending = [r for r in runs if r.id not in done]
@@ -119,13 +172,16 @@ def campaign_run(
     retry_failed: Annotated[bool, typer.Option(
         "--retry-failed", help="Also run again the runs stored as failed or timed out.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary at the end.")] = False,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Start a multi-node campaign even when the preflight finds inconsistent nodes.")] = False,
 ) -> None:
-    """Run a campaign; run it again to continue after an interruption (finished runs are kept)."""
+    """Run a campaign; run it again to continue after an interruption (finished runs are kept).
+    A campaign over several nodes checks them first (clusterbench cluster check)."""
     from clusterbench.campaign.engine import run_campaign
     from clusterbench.units import parse_duration
 
     spread_s = parse_duration(spread, "--spread") if spread else None
-    campaign, runs, info = load_runs(file)
+    campaign, runs, info, site = load_runs(file, preflight=True, force=force, quiet=as_json)
     with open_store() as store:
         store.save_system(info.fingerprint(), info.topology.hostname, info.fingerprint_facts(), info.to_dict())
         store.save_campaign(campaign.name, str(file), file.read_text(), campaign.description)
@@ -133,7 +189,7 @@ def campaign_run(
                       TextColumn("{task.fields[eta]}"), console=console, disable=as_json) as progress:
             reporter = ProgressReporter(progress, as_json)
             try:
-                outcome = run_campaign(store, runs, info.fingerprint(), reporter, spread_s, retry_failed)
+                outcome = run_campaign(store, runs, info.fingerprint(), reporter, spread_s, retry_failed, site)
             except KeyboardInterrupt:
                 progress.stop()
                 err_console.print(f"[yellow]interrupted[/]: {reporter.finished} run(s) finished in this session "

@@ -1,7 +1,11 @@
 """Build `mpirun` command lines for Open MPI and MPICH/Hydra.
 
 Launchers know nothing about benchmarks: they turn 'run this program on R ranks with this
-placement and environment' into an argument list.
+placement and environment' into an argument list. Across nodes that means a hostfile, the
+mapping/ranking/binding options and the environment forwarded to remote ranks (`-x NAME` for
+Open MPI, `-genv NAME VALUE` for Hydra). `interconnect` selects the transport as the STFC
+study compared them: `shm` (shared memory only, one node), `tcp` (TCP even between ranks of
+one node), `ib` (the InfiniBand/UCX path), `auto` (the MPI's own choice).
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ import os
 import shutil
 from dataclasses import dataclass, field
 
-from clusterbench.errors import MissingToolError
+from clusterbench.errors import MissingToolError, UserInputError
 from clusterbench.system.software import detect_mpi
 
 
@@ -22,6 +26,32 @@ class MpiLaunch:
     map_by: str | None = None  # e.g. core, socket, ppr:1:node:pe=2
     oversubscribe: bool = False
     extra: list[str] = field(default_factory=list)
+    hostfile: str | None = None  # several nodes: the generated hostfile of the run
+    rank_by: str | None = None  # Open MPI --rank-by (core, socket, node, ...)
+    interconnect: str | None = None  # auto (None), shm, tcp, ib
+    net_if: str | None = None  # restrict TCP to this interface or CIDR (btl_tcp_if_include / -iface)
+    ranks_per_node: int | None = None  # Hydra -ppn
+
+
+INTERCONNECTS = ("auto", "shm", "tcp", "ib")
+
+
+def interconnect_args(launch: MpiLaunch, implementation: str) -> list[str]:
+    """The transport selection of `launch` for this MPI (no arguments for auto)."""
+    choice = launch.interconnect or "auto"
+    if choice not in INTERCONNECTS:
+        raise UserInputError(f"unknown interconnect {choice!r}", hint="one of " + ", ".join(INTERCONNECTS))
+    if implementation == "Open MPI":
+        args = {"shm": ["--mca", "pml", "ob1", "--mca", "btl", "self,vader"],
+                "tcp": ["--mca", "pml", "ob1", "--mca", "btl", "self,tcp"],
+                "ib": ["--mca", "pml", "ucx"], "auto": []}[choice]
+        if launch.net_if:
+            args += ["--mca", "btl_tcp_if_include", launch.net_if, "--mca", "oob_tcp_if_include", launch.net_if]
+        return args
+    env = {"shm": {}, "tcp": {"MPIR_CVAR_NOLOCAL": "1", "MPIR_CVAR_CH3_NOLOCAL": "1"},
+           "ib": {"FI_PROVIDER": "verbs"}, "auto": {}}[choice]
+    args = [a for key, value in env.items() for a in ("-genv", key, value)]
+    return args + (["-iface", launch.net_if] if launch.net_if else [])
 
 
 def require_mpirun() -> str:
@@ -41,18 +71,27 @@ def mpirun_command(launch: MpiLaunch, program: list[str], implementation: str | 
             cmd.append("--allow-run-as-root")
         if launch.oversubscribe:
             cmd.append("--oversubscribe")
+        if launch.hostfile:
+            cmd += ["--hostfile", launch.hostfile]
         if launch.map_by:
             cmd += ["--map-by", launch.map_by]
+        if launch.rank_by:
+            cmd += ["--rank-by", launch.rank_by]
         if launch.bind_to:
             cmd += ["--bind-to", launch.bind_to]
         for key in launch.env:
             cmd += ["-x", key]
     else:  # MPICH / Hydra and derivatives
         cmd = [mpirun, "-n", str(launch.ranks)]
+        if launch.hostfile:
+            cmd += ["-f", launch.hostfile]
+        if launch.ranks_per_node:
+            cmd += ["-ppn", str(launch.ranks_per_node)]
         if launch.bind_to:
             cmd += ["-bind-to", launch.bind_to]
         if launch.map_by:
             cmd += ["-map-by", launch.map_by]
         for key, value in launch.env.items():
             cmd += ["-genv", key, value]
+    cmd += interconnect_args(launch, impl)
     return cmd + list(launch.extra) + list(program)

@@ -243,10 +243,17 @@ class Store:
     def finish_run(self, run_id: str, status: str, valid: bool | None, reason: str | None,
                    exit_code: int | None, duration_s: float | None, metrics: Iterable[Metric],
                    artifacts: Iterable[Path] = (), facts: dict | None = None,
-                   ended_at: str | None = None) -> None:
-        """Status, metrics and raw outputs of a run, all in one transaction."""
+                   ended_at: str | None = None, nodes: str | None = None,
+                   launcher: dict | None = None) -> None:
+        """Status, metrics and raw outputs of a run, all in one transaction. `nodes` and
+        `launcher` replace what was recorded at the start when only the end knows them (the
+        nodes a batch scheduler chose, its job id and state)."""
         blobs = [_artifact(p) for p in artifacts if p.is_file()]
         with self.transaction() as c:
+            if nodes is not None:
+                c.execute("UPDATE runs SET nodes=? WHERE id=?", (nodes, run_id))
+            if launcher is not None:
+                c.execute("UPDATE runs SET launcher=? WHERE id=?", (json.dumps(launcher, default=str), run_id))
             c.execute(
                 "UPDATE runs SET status=?, valid=?, reason=?, exit_code=?, duration_s=?, ended_at=?,"
                 " facts=? WHERE id=?",

@@ -45,13 +45,18 @@ class Memory:
 
 def read_meminfo(path: str = "/proc/meminfo") -> Memory:
     """MemTotal and MemAvailable. hwloc can under-report NUMA memory in VMs, this cannot."""
+    return parse_meminfo(Path(path).read_text(), path)
+
+
+def parse_meminfo(text: str, source: str = "/proc/meminfo") -> Memory:
+    """The same from the text of a meminfo file (a remote node's, read over ssh)."""
     values: dict[str, int] = {}
-    for line in Path(path).read_text().splitlines():
+    for line in text.splitlines():
         m = re.match(r"(\w+):\s+(\d+)\s*kB", line)
         if m:
             values[m.group(1)] = int(m.group(2)) * 1024
     total = values["MemTotal"]
-    return Memory(total, values.get("MemAvailable", values.get("MemFree", total)), path)
+    return Memory(total, values.get("MemAvailable", values.get("MemFree", total)), source)
 
 
 def _first_line(cmd: list[str], timeout: float = 5) -> str | None:

@@ -1,0 +1,99 @@
+"""Run a campaign's pending runs as Slurm jobs: queue them, follow them, store each as it ends.
+
+Each run becomes one batch job (its script kept in the run directory as job.sbatch). Up to
+`max_queued` jobs wait in the queue at once so the scheduler can fill the nodes; the queue is
+polled every `poll_s` seconds with squeue, and a job that left it is read with scontrol/sacct
+(state, exit code, elapsed time, nodes) and its run parsed and stored. Ctrl-C or SIGTERM
+cancels every job of the campaign still queued or running (scancel) and marks their runs
+interrupted, so the next `campaign run` submits them again and skips the finished ones.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from clusterbench.campaign.expand import PlannedRun
+from clusterbench.launch import slurm
+from clusterbench.launch.process import ProcessResult
+from clusterbench.launch.site import Site
+from clusterbench.store.db import Store
+from clusterbench.suite.executor import RunResult, Started, finish, interrupted, start
+
+TIMEOUT_STATES = {"TIMEOUT", "DEADLINE"}
+
+
+def run_jobs(store: Store, pending: list[PlannedRun], system_id: str | None, site: Site,
+             started_cb: Callable[[PlannedRun], None], tick_cb: Callable[[PlannedRun, float, str | None], None],
+             finished_cb: Callable[[PlannedRun, RunResult], None]) -> list[RunResult]:
+    opts = site.slurm
+    assert opts is not None
+    slurm.require_slurm()
+    queue = list(pending)
+    jobs: dict[str, tuple[PlannedRun, Started, slurm.Submitted]] = {}
+    results: list[RunResult] = []
+    t_start: dict[str, float] = {}
+    try:
+        while queue or jobs:
+            while queue and len(jobs) < opts.max_queued:
+                run = queue.pop(0)
+                started, job = _submit(store, run, system_id, site)
+                jobs[job.job_id] = (run, started, job)
+            states = slurm.active_states(list(jobs))
+            for job_id, (run, started, job) in list(jobs.items()):
+                state = states.get(job_id)
+                if state == "RUNNING" and not job.started:
+                    job.started = True
+                    t_start[job_id] = time.monotonic()
+                    started_cb(run)
+                if state is not None:
+                    if job.started:
+                        tick_cb(run, time.monotonic() - t_start[job_id], started.bench.progress(started.workdir))
+                    continue
+                del jobs[job_id]
+                if not job.started:
+                    started_cb(run)
+                result = _collect(store, run, started, job, site)
+                results.append(result)
+                finished_cb(run, result)
+            if jobs:
+                time.sleep(opts.poll_s)
+    except BaseException:
+        slurm.cancel(list(jobs))
+        for _run, started, job in jobs.values():
+            interrupted(store, started, f"interrupted; Slurm job {job.job_id} cancelled")
+        raise
+    return results
+
+
+def _submit(store: Store, run: PlannedRun, system_id: str | None, site: Site) -> tuple[Started, slurm.Submitted]:
+    bench = run.bench_class().from_point(run.params)
+    started = start(store, bench, system_id, run.id, run.campaign, run.repeat,
+                    run.tags | {"block": run.block}, None, run.params, run.env, site)
+    nodes = bench.node_count()
+    ranks = run.params.get("ranks") or 1
+    request = slurm.JobRequest(name=f"cb-{run.id}"[:120], workdir=started.workdir, command=started.command,
+                               env=bench.env() | run.env, nodes=nodes, tasks_per_node=-(-ranks // nodes),
+                               cpus_per_task=run.params.get("threads") or 1, timeout_s=run.timeout_s)
+    try:
+        job = slurm.submit(request, site.slurm, started.env)
+    except BaseException:
+        interrupted(store, started, "sbatch failed")
+        raise
+    return started, job
+
+
+def _collect(store: Store, run: PlannedRun, started: Started, job: slurm.Submitted, site: Site) -> RunResult:
+    final = slurm.final_state(job.job_id)
+    if final.state == "COMPLETED":
+        exit_code = final.exit_code or 0
+    else:  # a job killed by a signal or by Slurm has no exit code of its own; never report 0
+        exit_code = final.exit_code or (128 + final.signal if final.signal else 1)
+    proc = ProcessResult(exit_code, final.elapsed_s or 0.0, timed_out=final.state in TIMEOUT_STATES)
+    launcher = started.record.launcher | {
+        "slurm_job": {"id": job.job_id, "state": final.state, "exit_code": final.exit_code,
+                      "signal": final.signal, "elapsed_s": final.elapsed_s, "nodes": final.nodes}}
+    result = finish(store, started, proc, run.timeout_s, nodes=final.nodes, launcher=launcher)
+    if final.state not in ("COMPLETED", *TIMEOUT_STATES) and result.status == "failed":
+        result.reason = f"Slurm job {job.job_id} ended {final.state}: {result.reason}"
+    return result

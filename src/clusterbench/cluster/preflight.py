@@ -1,0 +1,188 @@
+"""Check a cluster before spending hours on it: the problems that silently spoil a study.
+
+Every node must answer over ssh, call itself by the name it is listed under, resolve every
+node's name to the same address as the head does, run the same benchmark binaries (checksums),
+the same BLAS variant, MPI and kernel, keep its clock close to the head's, and take part in an
+MPI hello-world across all nodes. What differs is decided against the majority of the nodes,
+so the odd node out is the one named. Free memory is reported, not judged: its minimum is
+what sizes N.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from clusterbench.cluster.facts import NodeFacts, gather
+from clusterbench.cluster.hosts import Inventory
+
+CLOCK_SKEW_LIMIT_S = 1.0
+
+
+@dataclass
+class Problem:
+    node: str
+    check: str
+    detail: str
+
+
+@dataclass
+class Preflight:
+    facts: list[NodeFacts]
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def min_available_bytes(self) -> int | None:
+        values = [f.memory.available_bytes for f in self.facts if f.memory]
+        return min(values) if values else None
+
+    def problems_of(self, node: str) -> list[Problem]:
+        return [p for p in self.problems if p.node == node]
+
+    def to_dict(self) -> dict:
+        return {"ok": self.ok, "nodes": [f.to_dict() for f in self.facts],
+                "problems": [p.__dict__ for p in self.problems],
+                "min_available_bytes": self.min_available_bytes()}
+
+
+def check_cluster(inv: Inventory, binaries: list[str] = (), mpi_hello: bool = True,
+                  skew_limit_s: float = CLOCK_SKEW_LIMIT_S, workdir: Path | None = None,
+                  on_node: Callable[[NodeFacts], None] | None = None) -> Preflight:
+    facts = gather(inv.names, binaries, on_node=on_node)
+    result = Preflight(facts)
+    result.problems += reachability(facts)
+    up = [f for f in facts if f.reachable]
+    result.problems += names(up, inv.names)
+    result.problems += checksums(up, list(binaries))
+    for label, attribute in (("BLAS variant", "blas"), ("MPI version", "mpi"), ("kernel", "kernel")):
+        result.problems += odd_ones_out(up, label, lambda f, a=attribute: getattr(f, a))
+    result.problems += clocks(up, skew_limit_s)
+    if mpi_hello and up and len(up) == len(facts):
+        result.problems += hello_world(inv, workdir)
+    return result
+
+
+def reachability(facts: list[NodeFacts]) -> list[Problem]:
+    return [Problem(f.host, "reachable", f"no answer over ssh: {f.error}") for f in facts if not f.reachable]
+
+
+def names(facts: list[NodeFacts], listed: list[str]) -> list[Problem]:
+    """A node must call itself what it is listed as, and see every node where the head does."""
+    problems = []
+    head = {name: _resolve(name) for name in listed}
+    for f in facts:
+        short = (f.hostname or "").split(".")[0]
+        if f.hostname and short != f.host.split(".")[0] and f.hostname != f.host:
+            problems.append(Problem(f.host, "host name", f"listed as {f.host} but calls itself {f.hostname}"))
+        for name, ip in f.resolved.items():
+            if not ip:
+                problems.append(Problem(f.host, "name resolution", f"cannot resolve {name}"))
+            elif head.get(name) and ip != head[name] and not ip.startswith("127."):
+                problems.append(Problem(f.host, "name resolution",
+                                        f"resolves {name} to {ip}, the head to {head[name]}"))
+    return problems
+
+
+def _resolve(name: str) -> str | None:
+    try:
+        return socket.gethostbyname(name)
+    except OSError:
+        return None
+
+
+def checksums(facts: list[NodeFacts], binaries: list[str]) -> list[Problem]:
+    """Every node must run the binary the head planned with (the majority, if the head has none)."""
+    problems = []
+    for path in binaries:
+        label = f"checksum of {path}"
+        reference = local_sha256(path)
+        if reference is None:
+            problems += odd_ones_out(facts, label, lambda f, p=path: f.checksums.get(p), missing=f"{path} is missing")
+            continue
+        for f in facts:
+            digest = f.checksums.get(path)
+            if digest is None:
+                problems.append(Problem(f.host, label, f"{path} is missing"))
+            elif digest != reference:
+                problems.append(Problem(f.host, label, f"{_short(digest)} where the head has {_short(reference)}"))
+    return problems
+
+
+def local_sha256(path: str) -> str | None:
+    import hashlib
+
+    try:
+        with open(path, "rb") as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()
+    except OSError:
+        return None
+
+
+def odd_ones_out(facts: list[NodeFacts], label: str, value: Callable[[NodeFacts], object],
+                 missing: str | None = None) -> list[Problem]:
+    """Nodes whose value differs from the most common one (or is missing, when that is a problem)."""
+    values = {f.host: value(f) for f in facts}
+    present = [v for v in values.values() if v is not None]
+    problems = []
+    if missing:
+        problems += [Problem(h, label, missing) for h, v in values.items() if v is None]
+    if len(set(present)) <= 1:
+        return problems
+    common, _ = Counter(present).most_common(1)[0]
+    for host, v in values.items():
+        if v is not None and v != common:
+            problems.append(Problem(host, label, f"{_short(v)} where the other nodes have {_short(common)}"))
+    return problems
+
+
+def _short(value: object) -> str:
+    text = str(value)
+    return text[:12] + "..." if len(text) == 64 else text  # a sha256
+
+
+def clocks(facts: list[NodeFacts], limit_s: float) -> list[Problem]:
+    return [Problem(f.host, "clock", f"{f.clock_skew_s:+.2f} s from the head (limit {limit_s} s)")
+            for f in facts if f.clock_skew_s is not None
+            and abs(f.clock_skew_s) - (f.clock_uncertainty_s or 0) > limit_s]
+
+
+def hello_world(inv: Inventory, workdir: Path | None = None, timeout_s: float = 60.0) -> list[Problem]:
+    """One rank per node of the affinity probe (a real MPI program); every node must answer."""
+    from clusterbench.bench.affinity import parse_affinity
+    from clusterbench.cluster.hosts import render_hostfile
+    from clusterbench.launch.mpirun import MpiLaunch, mpirun_command
+    from clusterbench.native import build as native
+
+    try:
+        binary = native.build("affinity", mpi=True, openmp=True).binary
+    except Exception as exc:  # noqa: BLE001 - no compiler is a preflight finding, not a crash
+        return [Problem("all", "MPI hello-world", f"cannot build the probe: {exc}")]
+    folder = workdir or Path(subprocess.check_output(["mktemp", "-d"], text=True).strip())
+    hostfile = folder / "preflight-hosts"
+    hostfile.write_text(render_hostfile(inv.hosts, 1))
+    launch = MpiLaunch(ranks=len(inv.hosts), bind_to="none", hostfile=str(hostfile), map_by="node")
+    cmd = mpirun_command(launch, [str(binary)])
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
+                             env=_single_thread_env(), check=False)
+    except subprocess.TimeoutExpired:
+        return [Problem("all", "MPI hello-world", f"no answer within {timeout_s:.0f} s: {' '.join(cmd)}")]
+    seen = {row["host"] for row in parse_affinity(out.stdout)}
+    if out.returncode != 0 and not seen:
+        tail = " | ".join(out.stderr.strip().splitlines()[-3:])[:300]
+        return [Problem("all", "MPI hello-world", f"mpirun failed (exit code {out.returncode}): {tail}")]
+    return [Problem(h.name, "MPI hello-world", "no rank started on this node")
+            for h in inv.hosts if h.name not in seen and h.name.split(".")[0] not in seen]
+
+
+def _single_thread_env() -> dict[str, str]:
+    import os
+
+    return dict(os.environ) | {"OMP_NUM_THREADS": "1"}

@@ -1,0 +1,156 @@
+"""Where a campaign's runs go: this machine, a set of hosts over ssh + mpirun, or Slurm.
+
+A benchmark says how many ranks, threads and nodes it wants and how to bind them (MpiLaunch);
+the site adds what the place needs: the hostfile of the first `nodes` hosts with their slots,
+the interconnect, `--rank-by`, extra mpirun arguments, or `srun` options inside a Slurm job.
+Benchmarks never see host names, and the launcher and its options are stored with every run.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from clusterbench.cluster.hosts import Host, Inventory, render_hostfile
+from clusterbench.errors import UserInputError
+from clusterbench.launch.mpirun import MpiLaunch, mpirun_command
+from clusterbench.system.software import detect_mpi
+
+LAUNCHERS = ("local", "mpirun", "slurm")
+
+
+@dataclass
+class SrunOptions:
+    """Launch the ranks with `srun` (inside a Slurm job) instead of mpirun."""
+
+    cpu_bind: str | None = None  # cores, threads, sockets, none, map_cpu:..., verbose,cores
+    distribution: str | None = None  # block, cyclic, block:cyclic, ...
+    hint: str | None = None  # nomultithread, compute_bound, memory_bound
+    cpus_per_task: int | None = None  # default: the run's threads per rank
+    mpi: str | None = "pmix"  # srun --mpi plugin; None leaves Slurm's default
+
+
+@dataclass
+class SlurmOptions:
+    """How each run becomes a batch job."""
+
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    time: str | None = None  # sbatch --time; default: from the run's timeout
+    exclusive: bool = True  # benchmarks do not share nodes
+    sbatch_args: list[str] = field(default_factory=list)
+    srun: SrunOptions | None = None  # None: mpirun inside the job (it reads the allocation)
+    poll_s: float = 2.0
+    max_queued: int = 100  # jobs in the queue at once
+
+
+@dataclass
+class Site:
+    launcher: str = "local"
+    inventory: Inventory | None = None  # mpirun: the hosts, in order
+    interconnect: str = "auto"
+    net_if: str | None = None
+    rank_by: str | None = None
+    mpi_args: list[str] = field(default_factory=list)
+    slurm: SlurmOptions | None = None
+    workdir: Path | None = None  # set per run: where the hostfile goes
+    forward_env: dict[str, str] = field(default_factory=dict)  # set per run: also for remote ranks
+
+    def for_run(self, workdir: Path, forward_env: dict[str, str] | None = None) -> Site:
+        """This site for one run: its directory, and variables that remote ranks need too (the
+        loader trace that tells which BLAS each rank loaded; the directory is shared)."""
+        site = copy.copy(self)
+        site.workdir = workdir
+        site.forward_env = dict(forward_env or {})
+        return site
+
+    @property
+    def multi_node(self) -> bool:
+        return self.launcher == "slurm" or bool(self.inventory and len(self.inventory.hosts) > 1)
+
+    def max_nodes(self) -> int | None:
+        if self.launcher == "local":
+            return 1
+        return len(self.inventory.hosts) if self.inventory else None
+
+    def hosts_for(self, nodes: int) -> list[Host]:
+        if self.launcher != "mpirun" or not self.inventory:
+            if nodes > 1 and self.launcher == "local":
+                raise UserInputError(f"nodes={nodes} needs several hosts",
+                                     hint="add a cluster: section with launcher: mpirun and hosts:, or launcher: slurm")
+            return []
+        return self.inventory.first(nodes)
+
+    def node_names(self, nodes: int) -> str | None:
+        """The folded node list a run uses, when it is known before it starts."""
+        hosts = self.hosts_for(nodes)
+        return str(Inventory(hosts, "").nodeset()) if hosts else None
+
+    def apply(self, launch: MpiLaunch, nodes: int) -> MpiLaunch:
+        """`launch` with this site's hosts, transport and extra options."""
+        launch.interconnect = launch.interconnect or self.interconnect
+        launch.net_if = self.net_if
+        launch.rank_by = launch.rank_by or self.rank_by
+        launch.extra = [*self.mpi_args, *launch.extra]
+        if self.launcher != "local":
+            launch.env = launch.env | self.forward_env
+        if launch.interconnect == "shm" and nodes > 1:
+            raise UserInputError("interconnect: shm (shared memory only) cannot join several nodes",
+                                 hint="use tcp, ib or auto for runs over more than one node")
+        hosts = self.hosts_for(nodes)
+        if hosts:
+            per_node = math.ceil(launch.ranks / nodes)
+            launch.ranks_per_node = per_node
+            launch.oversubscribe = False
+            if self.workdir is not None:
+                path = self.workdir / "hostfile"
+                impl = detect_mpi().implementation or "Open MPI"
+                path.write_text(render_hostfile(hosts, per_node, impl))
+                launch.hostfile = str(path)
+        return launch
+
+    def command(self, launch: MpiLaunch, program: list[str], nodes: int) -> list[str]:
+        launch = self.apply(launch, nodes)
+        if self.slurm and self.slurm.srun:
+            return srun_command(launch, program, self.slurm.srun, nodes)
+        return mpirun_command(launch, program)
+
+    def describe(self) -> dict:
+        """What is stored with each run about where it went."""
+        out: dict = {"launcher": self.launcher, "interconnect": self.interconnect}
+        if self.inventory:
+            out["hosts"] = self.inventory.nodeset()
+            out["hosts_source"] = self.inventory.source
+        for key in ("net_if", "rank_by"):
+            if getattr(self, key):
+                out[key] = getattr(self, key)
+        if self.mpi_args:
+            out["mpi_args"] = self.mpi_args
+        if self.slurm:
+            out["slurm"] = {k: v for k, v in vars(self.slurm).items() if v not in (None, [], ())}
+            if self.slurm.srun:
+                out["slurm"]["srun"] = {k: v for k, v in vars(self.slurm.srun).items() if v is not None}
+        return out
+
+
+LOCAL = Site()
+
+
+def srun_command(launch: MpiLaunch, program: list[str], opts: SrunOptions, nodes: int) -> list[str]:
+    """`srun` for the ranks of a run inside its job; binding by Slurm's task/affinity plugin."""
+    cmd = ["srun", f"--nodes={nodes}", f"--ntasks={launch.ranks}"]
+    threads = int(launch.env.get("OMP_NUM_THREADS", "1"))
+    cmd.append(f"--cpus-per-task={opts.cpus_per_task or threads}")
+    if opts.cpu_bind:
+        cmd.append(f"--cpu-bind={opts.cpu_bind}")
+    if opts.distribution:
+        cmd.append(f"--distribution={opts.distribution}")
+    if opts.hint:
+        cmd.append(f"--hint={opts.hint}")
+    if opts.mpi:
+        cmd.append(f"--mpi={opts.mpi}")
+    cmd.append("--export=ALL")
+    return cmd + list(program)
