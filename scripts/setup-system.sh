@@ -9,6 +9,7 @@ PACKAGES=(
   libopenblas-dev libopenblas0-serial libopenblas0-openmp libopenblas0-pthread
   libblis-dev
   hpcc hwloc iperf3
+  slurm-wlm munge openssh-server openssh-client iproute2 util-linux
 )
 
 if ! command -v dpkg-query >/dev/null 2>&1; then

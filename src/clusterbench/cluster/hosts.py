@@ -49,8 +49,13 @@ class Inventory:
 
 
 def expand_nodeset(text: str) -> list[str]:
+    """Names in the order written (NodeSet alone sorts them): 'pi[01-02],head' -> pi01, pi02, head."""
+    parts = re.findall(r"[^,\[]+(?:\[[^\]]*\][^,\[]*)*", text)
     try:
-        return list(NodeSet(text))
+        names = [name for part in parts for name in NodeSet(part)]
+        if not names or ",".join(parts) != text.strip():
+            raise NodeSetParseError(text, "unbalanced brackets or empty name")
+        return list(dict.fromkeys(names))
     except NodeSetParseError as exc:
         raise UserInputError(f"not a node set: {text!r} ({exc})",
                              hint="write node[1-8], node1,node2 or pi[01-04],head") from None

@@ -1,0 +1,266 @@
+"""Multi-node runs on the virtual cluster (scripts/virtual-cluster): real sshd, mpirun over ssh,
+real Slurm daemons (slurmctld, one slurmd per node), real network namespaces.
+
+`.ci/run` brings a 3-node cluster up before `make test` and down after; run alone, the module
+brings one up itself (root only) and takes it down at the end. The nodes share this machine's
+two cores, so speeds here say nothing about a real cluster; the tests check where ranks ran,
+what was stored, and orderings that hold even so (shared memory is faster than TCP between
+namespaces).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, cli
+
+SCRIPT = ROOT / "scripts" / "virtual-cluster"
+STATE = Path("/run/clusterbench-vc/cbvc")
+NODES = 3
+
+pytestmark = pytest.mark.cluster
+
+
+def vc(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    out = subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=120)
+    if check:
+        assert out.returncode == 0, out.stdout + out.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """The virtual cluster's nodes and Slurm configuration."""
+    if os.geteuid() != 0 or not shutil.which("slurmctld") or not shutil.which("sshd"):
+        pytest.skip("the virtual cluster needs root, slurm-wlm and openssh-server (make setup as root)")
+    ours = False
+    if not (STATE / "size").exists():
+        vc("up", str(NODES))
+        ours = True
+    size = int((STATE / "size").read_text())
+    assert size >= 3, "the tests need a virtual cluster of 3 or more nodes: scripts/virtual-cluster up 3"
+    yield {"size": size, "slurm_conf": str(STATE / "slurm" / "slurm.conf")}
+    if ours:
+        vc("down")
+
+
+@pytest.fixture
+def shared_db(monkeypatch, cluster):
+    """A store on the filesystem the nodes share (their /tmp is their own, as on a real cluster)."""
+    folder = Path("/var/tmp") / f"clusterbench-test-{uuid.uuid4().hex[:8]}"
+    folder.mkdir(parents=True)
+    db = folder / "results.db"
+    monkeypatch.setenv("CLUSTERBENCH_DB", str(db))
+    monkeypatch.setenv("SLURM_CONF", cluster["slurm_conf"])
+    yield db
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def rows(db: Path, sql: str, *args) -> list[sqlite3.Row]:
+    con = sqlite3.connect(db)
+    con.row_factory = sqlite3.Row
+    try:
+        return con.execute(sql, args).fetchall()
+    finally:
+        con.close()
+
+
+def metric(db: Path, run_like: str, name: str, labels_like: str = "%") -> float:
+    found = rows(db, "SELECT m.value FROM metrics m JOIN runs r ON r.id = m.run_id WHERE r.id LIKE ? "
+                     "AND m.name = ? AND m.labels LIKE ?", run_like, name, labels_like)
+    assert found, f"no {name} for {run_like}"
+    return found[0][0]
+
+
+HPCC_BLOCK = """
+benchmarks:
+  - benchmark: hpcc
+    # one rank per node: the virtual nodes share this machine's two cores
+    params: {n: 1200, nb: 100, ranks: {expr: nodes}, threads: 1, bind_to: none}
+    space: {nodes: [1, 2]}
+"""
+
+
+def test_hpcc_over_one_and_two_nodes_through_mpirun_and_slurm(shared_db, tmp_path):
+    mpirun = write(tmp_path / "mpirun.yaml", "name: vc-mpirun\ncluster:\n  launcher: mpirun\n  hosts: node[1-3]\n"
+                   "  interconnect: tcp\n" + HPCC_BLOCK)
+    batch = write(tmp_path / "slurm.yaml", "name: vc-slurm\ncluster:\n  launcher: slurm\n  interconnect: tcp\n"
+                  "  slurm: {poll: 0.5}\n" + HPCC_BLOCK)
+    for campaign in (mpirun, batch):
+        out = cli("campaign", "run", str(campaign), "--json")
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert json.loads(out.stdout)["ok"] == 2
+    stored = rows(shared_db, "SELECT campaign, nodes, launcher, status, params FROM runs ORDER BY campaign, nodes")
+    seen = {(r["campaign"], json.loads(r["params"])["nodes"]): r for r in stored}
+    assert seen[("vc-mpirun", 1)]["nodes"] == "node1" and seen[("vc-mpirun", 2)]["nodes"] == "node[1-2]"
+    for key, r in seen.items():
+        launcher = json.loads(r["launcher"])
+        assert r["status"] == "ok" and launcher["launcher"] == key[0][3:] and launcher["interconnect"] == "tcp"
+        if key[0] == "vc-slurm":
+            job = launcher["slurm_job"]
+            assert job["state"] == "COMPLETED" and job["nodes"] == r["nodes"]
+            assert len(r["nodes"].split(",")) == 1 and (key[1] == 1) == ("[" not in r["nodes"])
+    # the process grid follows the rank count: two nodes ran a 1x2 grid
+    assert metric(shared_db, "vc-mpirun-%", "CommWorldProcs", "%") in (1.0, 2.0)
+
+
+def test_ping_pong_between_nodes_is_slower_than_within_one(shared_db, tmp_path):
+    campaign = write(tmp_path / "pp.yaml", """
+name: vc-pingpong
+cluster: {launcher: mpirun, hosts: "node[1-2]"}
+benchmarks:
+  - benchmark: pingpong
+    name: shm
+    params: {nodes: 1, interconnect: shm, max_log2: 20, iter: 200}
+  - benchmark: pingpong
+    name: tcp-in-node
+    params: {nodes: 1, interconnect: tcp, max_log2: 20, iter: 200}
+  - benchmark: pingpong
+    name: tcp-two-nodes
+    # not bound: each namespace node would bind its rank to the same physical core 0
+    params: {nodes: 2, interconnect: tcp, bind_to: none, max_log2: 20, iter: 200}
+""")
+    out = cli("campaign", "run", str(campaign), "--json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    by_block = {}
+    for r in rows(shared_db, "SELECT id, nodes, tags FROM runs"):
+        by_block[json.loads(r["tags"])["block"]] = (r["id"], r["nodes"])
+    assert by_block["tcp-two-nodes"][1] == "node[1-2]"
+    lat = {b: metric(shared_db, rid, "latency_us", '%"bytes": 0}%') for b, (rid, _) in by_block.items()}
+    bw = {b: metric(shared_db, rid, "pingpong_bandwidth", "%\"bytes\": 1048576%") for b, (rid, _) in by_block.items()}
+    print("latency us", lat, "bandwidth MB/s at 1 MiB", bw)
+    assert lat["tcp-two-nodes"] > lat["shm"] and bw["tcp-two-nodes"] < bw["shm"]
+    assert lat["tcp-in-node"] > lat["shm"]
+
+
+def placements(db: Path, campaign: str) -> set[tuple]:
+    facts = json.loads(rows(db, "SELECT facts FROM runs WHERE campaign = ?", campaign)[0]["facts"])
+    return {(p["host"], p["rank"], tuple(p["allowed"])) for p in facts["placement"]}
+
+
+def test_binding_by_mpirun_and_by_srun_is_what_the_probe_sees(shared_db, tmp_path):
+    block = "benchmarks:\n  - benchmark: affinity\n    params: {nodes: 2, ranks: 4, threads: 1, bind_to: core}\n"
+    write(tmp_path / "m.yaml", "name: vc-bind-mpirun\ncluster: {launcher: mpirun, hosts: 'node[1-2]'}\n" + block)
+    write(tmp_path / "s.yaml", "name: vc-bind-srun\ncluster:\n  launcher: slurm\n  slurm:\n    poll: 0.5\n"
+          "    srun: {cpu_bind: cores, distribution: block}\n" + block)
+    for name in ("m", "s"):
+        out = cli("campaign", "run", str(tmp_path / f"{name}.yaml"), "--json")
+        assert out.returncode == 0, out.stdout + out.stderr
+    by_mpirun, by_srun = placements(shared_db, "vc-bind-mpirun"), placements(shared_db, "vc-bind-srun")
+    expected = {("node1", 0, (0,)), ("node1", 1, (1,)), ("node2", 2, (0,)), ("node2", 3, (1,))}
+    assert by_mpirun == expected
+    assert by_srun == expected
+    srun_cmd = rows(shared_db, "SELECT command FROM runs WHERE campaign = 'vc-bind-srun'")[0]["command"]
+    assert "--cpu-bind=cores" in srun_cmd and "--bind-to core" in rows(
+        shared_db, "SELECT command FROM runs WHERE campaign = 'vc-bind-mpirun'")[0]["command"]
+
+
+def test_preflight_names_the_broken_nodes_and_nothing_runs(shared_db, tmp_path):
+    binary = shared_db.parent / "hpcc-copy"
+    shutil.copy("/usr/bin/hpcc", binary)
+    other = shared_db.parent / "hpcc-other"
+    other.write_bytes(binary.read_bytes() + b"\0")
+    other.chmod(0o755)
+    campaign = write(tmp_path / "broken.yaml", f"""
+name: vc-broken
+cluster: {{launcher: mpirun, hosts: "node[1-3]"}}
+benchmarks:
+  - benchmark: hpcc
+    params: {{n: 600, nb: 100, nodes: 3, ranks: 3, threads: 1, bind_to: none, binary: {binary}}}
+""")
+    vc("sshd", "node3", "stop")
+    vc("link", "node1", "down")
+    vc("exec", "node2", "mount", "--bind", str(other), str(binary))
+    try:
+        out = cli("campaign", "run", str(campaign))
+    finally:
+        vc("sshd", "node3", "start")
+        vc("link", "node1", "up")
+        vc("exec", "node2", "umount", str(binary))
+    text = out.stdout + out.stderr
+    assert out.returncode == 1, text
+    assert "preflight failed" in text and "did not start" in text
+    problems = {line.split("│")[1].strip(): line for line in text.splitlines()
+                if line.startswith("│") and "node" in line.split("│")[1]}
+    assert "timed out" in problems["node1"] or "no answer" in problems["node1"]
+    assert "checksum" in problems["node2"]
+    assert "refused" in problems["node3"]
+    assert not shared_db.exists() or not rows(shared_db, "SELECT id FROM runs")
+
+
+def squeue_names() -> list[str]:
+    out = subprocess.run(["squeue", "-h", "-o", "%j"], capture_output=True, text=True, check=True)
+    return out.stdout.split()
+
+
+def test_interrupting_a_slurm_campaign_cancels_its_jobs_and_a_rerun_resumes(shared_db, tmp_path):
+    campaign = write(tmp_path / "sleepy.yaml", """
+name: vc-sleepy
+cluster: {launcher: slurm, slurm: {poll: 0.5}}
+benchmarks:
+  - benchmark: command
+    params:
+      command: "sleep {seconds}; echo slept {seconds}"
+      metrics: [{name: slept, pattern: 'slept (\\d+)', unit: s}]
+    space: {seconds: [1, 8, 9, 10, 11]}
+""")
+    env = dict(os.environ, COLUMNS="200")
+    proc = subprocess.Popen([sys.executable, "-m", "clusterbench", "campaign", "run", str(campaign)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len([n for n in squeue_names() if n.startswith("cb-vc-sleepy")]) < 4:
+        time.sleep(0.3)
+    queued = [n for n in squeue_names() if n.startswith("cb-vc-sleepy")]
+    assert len(queued) >= 4, queued
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, output
+    time.sleep(1)
+    assert not [n for n in squeue_names() if n.startswith("cb-vc-sleepy")], "jobs left in the queue"
+    statuses = [r["status"] for r in rows(shared_db, "SELECT status FROM runs WHERE campaign = 'vc-sleepy'")]
+    assert "interrupted" in statuses
+    # Run again: finished runs are kept, the interrupted ones are submitted again.
+    out = cli("campaign", "run", str(campaign), "--json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    summary = json.loads(out.stdout)
+    finished_before = statuses.count("ok")
+    assert summary["skipped"] == finished_before and summary["executed"] == 5 - finished_before, summary
+    final = [r["status"] for r in rows(shared_db, "SELECT status FROM runs WHERE campaign = 'vc-sleepy'")]
+    assert final == ["ok"] * 5, (summary, final)
+
+
+def test_down_leaves_nothing_behind(cluster):
+    """A second, one-node virtual cluster under another name, up and down."""
+    args = ["--name", "cbvt", "--prefix", "tnode", "--subnet", "10.78.0", "--port", "6917"]
+    vc("up", "1", *args)
+    try:
+        assert subprocess.run(["ssh", "tnode1", "hostname"], capture_output=True, text=True).stdout.strip() == "tnode1"
+    finally:
+        vc("down", *args)
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    procs = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert "cbvt-" not in netns and "cbvtbr" not in links and "cbvtv" not in links
+    assert "/run/clusterbench-vc/cbvt" not in procs
+    assert not Path("/run/clusterbench-vc/cbvt").exists()
+    assert "cbvt" not in Path("/etc/hosts").read_text()
+    assert not Path("/etc/ssh/ssh_config.d/clusterbench-cbvt.conf").exists()
+    assert not Path("/etc/netns/cbvt-1").exists()
+    # the main cluster is untouched
+    assert vc("status").returncode == 0
