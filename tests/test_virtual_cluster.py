@@ -22,7 +22,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 from tests.conftest import ROOT, cli
 
 SCRIPT = ROOT / "scripts" / "virtual-cluster"

@@ -99,11 +99,14 @@ def _print_stats(store, campaign, benchmark, metric, group_by, stat, cv_warn, fm
                       f"{f' ({note})' if note else ''}", title_justify="left")
     for col in shown + stats + ["n_invalid"]:
         out.add_column(col, justify="right" if col in STATS or col == "n_invalid" else "left")
-    for rec in table.to_dict("records"):
+    records = table.to_dict("records")
+    for rec in records:  # pandas fills a missing warning with NaN (a float), not None
+        rec["warning"] = rec["warning"] if isinstance(rec["warning"], str) else None
+    for rec in records:
         cells = [escape(_cell(rec[c], c)) for c in shown + stats + ["n_invalid"]]
         out.add_row(*cells, style="yellow" if rec["warning"] else None)
     console.print(out)
-    for rec in table.to_dict("records"):
+    for rec in records:
         if rec["warning"]:
             label = " ".join(f"{c}={rec[c]}" for c in shown if c not in ("benchmark", "unit"))
             console.print(f"[yellow]warning[/]: {escape(label)}: {escape(rec['warning'])}")
