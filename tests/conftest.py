@@ -27,6 +27,18 @@ def isolated_db(tmp_path, monkeypatch):
     return db
 
 
+def query(db, sql: str, *args) -> list:
+    """Rows of a read-only SQL query on a results database, the way a user would inspect it."""
+    import sqlite3
+
+    con = sqlite3.connect(db)
+    con.row_factory = sqlite3.Row
+    try:
+        return con.execute(sql, args).fetchall()
+    finally:
+        con.close()
+
+
 def cli(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     """Run the real command line in a subprocess, so exit codes are the real ones."""
     full_env = dict(os.environ) | (env or {})

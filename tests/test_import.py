@@ -3,25 +3,15 @@
 import json
 import re
 import shutil
-import sqlite3
 
 import pytest
-from tests.conftest import OUTPUTS, cli
+from tests.conftest import OUTPUTS, cli, query
 
 CLOUD, HERE, IMB = OUTPUTS / "hpl-cloud", OUTPUTS / "this-machine", OUTPUTS / "imb-cloud"
 
 
-def _db(db, sql, *args):
-    con = sqlite3.connect(db)
-    con.row_factory = sqlite3.Row
-    try:
-        return con.execute(sql, args).fetchall()
-    finally:
-        con.close()
-
-
 def _metrics(db, source_name: str, name: str) -> list:
-    return _db(db, "SELECT m.value, m.labels, m.valid, r.params, r.status FROM metrics m JOIN runs r ON r.id=m.run_id"
+    return query(db, "SELECT m.value, m.labels, m.valid, r.params, r.status FROM metrics m JOIN runs r ON r.id=m.run_id"
                    " JOIN artifacts a ON a.run_id=r.id WHERE a.name=? AND m.name=? ORDER BY m.id", source_name, name)
 
 
@@ -30,16 +20,16 @@ def test_import_all_fixtures_twice(isolated_db):
     assert first.returncode == 0, first.stderr
     n_files = sum(1 for p in OUTPUTS.rglob("*") if p.is_file())
     assert f"from {n_files} file(s)" in first.stdout
-    runs = _db(isolated_db, "SELECT benchmark, COUNT(*) AS c FROM runs GROUP BY benchmark")
+    runs = query(isolated_db, "SELECT benchmark, COUNT(*) AS c FROM runs GROUP BY benchmark")
     # HPL: 3 cloud files + 7 + 4 result lines; one run per IMB section, per report.
     assert {r["benchmark"]: r["c"] for r in runs} == {"hpl": 14, "hpcc": 1, "hpcg": 1, "imb": 5, "osu": 2,
                                                        "stream": 2}
     assert "HPCG log file" in " ".join(first.stdout.split())
-    counts = _db(isolated_db, "SELECT (SELECT COUNT(*) FROM runs), (SELECT COUNT(*) FROM metrics),"
+    counts = query(isolated_db, "SELECT (SELECT COUNT(*) FROM runs), (SELECT COUNT(*) FROM metrics),"
                               " (SELECT COUNT(*) FROM artifacts)")[0]
     second = cli("import", str(OUTPUTS))
     assert second.returncode == 0 and "0 result(s) stored, 25 already stored" in " ".join(second.stdout.split())
-    assert tuple(_db(isolated_db, "SELECT (SELECT COUNT(*) FROM runs), (SELECT COUNT(*) FROM metrics),"
+    assert tuple(query(isolated_db, "SELECT (SELECT COUNT(*) FROM runs), (SELECT COUNT(*) FROM metrics),"
                                   " (SELECT COUNT(*) FROM artifacts)")[0]) == tuple(counts)
 
 
@@ -104,7 +94,7 @@ def test_osu_stream_hpcg_hpcc_values(imported):
     (row,) = _metrics(imported, "HPCG-Benchmark_3.1_2rank_nx64_rt60.txt", "hpcg_gflops")
     params = json.loads(row["params"])
     assert row["value"] == rating and (params["ranks"], params["nx"]) == (2, 64)
-    facts = json.loads(_db(imported, "SELECT facts FROM runs WHERE benchmark='hpcg'")[0]["facts"])
+    facts = json.loads(query(imported, "SELECT facts FROM runs WHERE benchmark='hpcg'")[0]["facts"])
     assert facts["list_eligible"] is False
 
     (row,) = _metrics(imported, "hpccoutf-2rank.txt", "HPL_Tflops")
@@ -118,7 +108,7 @@ def test_name_pattern_tags_and_conflicts(tmp_path, isolated_db):
     out = cli("import", str(tmp_path / "HPL.out.*"), "--tag", "system=pi4-cluster", "--tag", "rack=3",
               "--name-pattern", "HPL.out.{nodes}_node_{n}_{nb}_{grids}.{blas}")
     assert out.returncode == 0, out.stderr
-    (run,) = _db(isolated_db, "SELECT params, tags, facts FROM runs")
+    (run,) = query(isolated_db, "SELECT params, tags, facts FROM runs")
     params, tags, facts = (json.loads(run[k]) for k in ("params", "tags", "facts"))
     assert params["nodes"] == 8 and params["blas"] == "blis_serial" and params["grids"] == "2x2"
     assert params["n"] == 44640 and params["nb"] == 180  # the output wins over the file name
@@ -137,7 +127,7 @@ def test_truncated_and_failed_results_are_stored_invalid(tmp_path, isolated_db):
     out = cli("import", str(tmp_path))
     assert out.returncode == 0
     assert "not a recognised benchmark output" in " ".join(out.stdout.split())
-    statuses = _db(isolated_db, "SELECT a.name, r.status, r.reason FROM runs r JOIN artifacts a ON a.run_id=r.id"
+    statuses = query(isolated_db, "SELECT a.name, r.status, r.reason FROM runs r JOIN artifacts a ON a.run_id=r.id"
                                 " ORDER BY r.rowid")
     by_file: dict = {}
     for row in statuses:

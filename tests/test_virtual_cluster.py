@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from tests.conftest import ROOT, cli
+from tests.conftest import ROOT, cli, query
 
 SCRIPT = ROOT / "scripts" / "virtual-cluster"
 STATE = Path("/run/clusterbench-vc/cbvc")
@@ -71,17 +70,8 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
-def rows(db: Path, sql: str, *args) -> list[sqlite3.Row]:
-    con = sqlite3.connect(db)
-    con.row_factory = sqlite3.Row
-    try:
-        return con.execute(sql, args).fetchall()
-    finally:
-        con.close()
-
-
 def metric(db: Path, run_like: str, name: str, labels_like: str = "%") -> float:
-    found = rows(db, "SELECT m.value FROM metrics m JOIN runs r ON r.id = m.run_id WHERE r.id LIKE ? "
+    found = query(db, "SELECT m.value FROM metrics m JOIN runs r ON r.id = m.run_id WHERE r.id LIKE ? "
                      "AND m.name = ? AND m.labels LIKE ?", run_like, name, labels_like)
     assert found, f"no {name} for {run_like}"
     return found[0][0]
@@ -105,7 +95,7 @@ def test_hpcc_over_one_and_two_nodes_through_mpirun_and_slurm(shared_db, tmp_pat
         out = cli("campaign", "run", str(campaign), "--json")
         assert out.returncode == 0, out.stdout + out.stderr
         assert json.loads(out.stdout)["ok"] == 2
-    stored = rows(shared_db, "SELECT campaign, nodes, launcher, status, params FROM runs ORDER BY campaign, nodes")
+    stored = query(shared_db, "SELECT campaign, nodes, launcher, status, params FROM runs ORDER BY campaign, nodes")
     seen = {(r["campaign"], json.loads(r["params"])["nodes"]): r for r in stored}
     assert seen[("vc-mpirun", 1)]["nodes"] == "node1" and seen[("vc-mpirun", 2)]["nodes"] == "node[1-2]"
     for key, r in seen.items():
@@ -138,7 +128,7 @@ benchmarks:
     out = cli("campaign", "run", str(campaign), "--json")
     assert out.returncode == 0, out.stdout + out.stderr
     by_block = {}
-    for r in rows(shared_db, "SELECT id, nodes, tags FROM runs"):
+    for r in query(shared_db, "SELECT id, nodes, tags FROM runs"):
         by_block[json.loads(r["tags"])["block"]] = (r["id"], r["nodes"])
     assert by_block["tcp-two-nodes"][1] == "node[1-2]"
     lat = {b: metric(shared_db, rid, "latency_us", '%"bytes": 0}%') for b, (rid, _) in by_block.items()}
@@ -149,7 +139,7 @@ benchmarks:
 
 
 def placements(db: Path, campaign: str) -> set[tuple]:
-    facts = json.loads(rows(db, "SELECT facts FROM runs WHERE campaign = ?", campaign)[0]["facts"])
+    facts = json.loads(query(db, "SELECT facts FROM runs WHERE campaign = ?", campaign)[0]["facts"])
     return {(p["host"], p["rank"], tuple(p["allowed"])) for p in facts["placement"]}
 
 
@@ -165,8 +155,8 @@ def test_binding_by_mpirun_and_by_srun_is_what_the_probe_sees(shared_db, tmp_pat
     expected = {("node1", 0, (0,)), ("node1", 1, (1,)), ("node2", 2, (0,)), ("node2", 3, (1,))}
     assert by_mpirun == expected
     assert by_srun == expected
-    srun_cmd = rows(shared_db, "SELECT command FROM runs WHERE campaign = 'vc-bind-srun'")[0]["command"]
-    assert "--cpu-bind=cores" in srun_cmd and "--bind-to core" in rows(
+    srun_cmd = query(shared_db, "SELECT command FROM runs WHERE campaign = 'vc-bind-srun'")[0]["command"]
+    assert "--cpu-bind=cores" in srun_cmd and "--bind-to core" in query(
         shared_db, "SELECT command FROM runs WHERE campaign = 'vc-bind-mpirun'")[0]["command"]
 
 
@@ -200,7 +190,7 @@ benchmarks:
     assert "timed out" in problems["node1"] or "no answer" in problems["node1"]
     assert "checksum" in problems["node2"]
     assert "refused" in problems["node3"]
-    assert not shared_db.exists() or not rows(shared_db, "SELECT id FROM runs")
+    assert not shared_db.exists() or not query(shared_db, "SELECT id FROM runs")
 
 
 def squeue_names() -> list[str]:
@@ -232,7 +222,7 @@ benchmarks:
     assert proc.returncode == 130, output
     time.sleep(1)
     assert not [n for n in squeue_names() if n.startswith("cb-vc-sleepy")], "jobs left in the queue"
-    statuses = [r["status"] for r in rows(shared_db, "SELECT status FROM runs WHERE campaign = 'vc-sleepy'")]
+    statuses = [r["status"] for r in query(shared_db, "SELECT status FROM runs WHERE campaign = 'vc-sleepy'")]
     assert "interrupted" in statuses
     # Run again: finished runs are kept, the interrupted ones are submitted again.
     out = cli("campaign", "run", str(campaign), "--json")
@@ -240,7 +230,7 @@ benchmarks:
     summary = json.loads(out.stdout)
     finished_before = statuses.count("ok")
     assert summary["skipped"] == finished_before and summary["executed"] == 5 - finished_before, summary
-    final = [r["status"] for r in rows(shared_db, "SELECT status FROM runs WHERE campaign = 'vc-sleepy'")]
+    final = [r["status"] for r in query(shared_db, "SELECT status FROM runs WHERE campaign = 'vc-sleepy'")]
     assert final == ["ok"] * 5, (summary, final)
 
 
