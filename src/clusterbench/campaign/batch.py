@@ -25,14 +25,12 @@ TIMEOUT_STATES = {"TIMEOUT", "DEADLINE"}
 
 def run_jobs(store: Store, pending: list[PlannedRun], system_id: str | None, site: Site,
              started_cb: Callable[[PlannedRun], None], tick_cb: Callable[[PlannedRun, float, str | None], None],
-             finished_cb: Callable[[PlannedRun, RunResult], None]) -> list[RunResult]:
+             finished_cb: Callable[[PlannedRun, RunResult], None]) -> None:
     opts = site.slurm
     assert opts is not None
     slurm.require_slurm()
     queue = list(pending)
     jobs: dict[str, tuple[PlannedRun, Started, slurm.Submitted]] = {}
-    results: list[RunResult] = []
-    t_start: dict[str, float] = {}
     try:
         while queue or jobs:
             while queue and len(jobs) < opts.max_queued:
@@ -42,20 +40,17 @@ def run_jobs(store: Store, pending: list[PlannedRun], system_id: str | None, sit
             states = slurm.active_states(list(jobs))
             for job_id, (run, started, job) in list(jobs.items()):
                 state = states.get(job_id)
-                if state == "RUNNING" and not job.started:
-                    job.started = True
-                    t_start[job_id] = time.monotonic()
+                if state == "RUNNING" and job.running_since is None:
+                    job.running_since = time.monotonic()
                     started_cb(run)
                 if state is not None:
-                    if job.started:
-                        tick_cb(run, time.monotonic() - t_start[job_id], started.bench.progress(started.workdir))
+                    if job.running_since is not None:
+                        tick_cb(run, time.monotonic() - job.running_since, started.bench.progress(started.workdir))
                     continue
                 del jobs[job_id]
-                if not job.started:
+                if job.running_since is None:  # ran between two polls
                     started_cb(run)
-                result = _collect(store, run, started, job, site)
-                results.append(result)
-                finished_cb(run, result)
+                finished_cb(run, _collect(store, run, started, job))
             if jobs:
                 time.sleep(opts.poll_s)
     except BaseException:
@@ -63,7 +58,6 @@ def run_jobs(store: Store, pending: list[PlannedRun], system_id: str | None, sit
         for _run, started, job in jobs.values():
             interrupted(store, started, f"interrupted; Slurm job {job.job_id} cancelled")
         raise
-    return results
 
 
 def _submit(store: Store, run: PlannedRun, system_id: str | None, site: Site) -> tuple[Started, slurm.Submitted]:
@@ -83,7 +77,7 @@ def _submit(store: Store, run: PlannedRun, system_id: str | None, site: Site) ->
     return started, job
 
 
-def _collect(store: Store, run: PlannedRun, started: Started, job: slurm.Submitted, site: Site) -> RunResult:
+def _collect(store: Store, run: PlannedRun, started: Started, job: slurm.Submitted) -> RunResult:
     final = slurm.final_state(job.job_id)
     if final.state == "COMPLETED":
         exit_code = final.exit_code or 0

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from clusterbench.bench.base import Benchmark
 from clusterbench.campaign.batch import run_jobs
 from clusterbench.campaign.expand import PlannedRun
 from clusterbench.launch.process import signals_as_interrupt
@@ -95,14 +96,18 @@ def learned_durations(store: Store, runs: list[PlannedRun]) -> list[tuple[Planne
     return [(r, measured[r.id]) for r in runs if r.id in measured]
 
 
+def block_instances(runs: list[PlannedRun]) -> list[Benchmark]:
+    """One benchmark instance per block (its first run): what it will start, built or found."""
+    first: dict[str, PlannedRun] = {}
+    for run in runs:
+        first.setdefault(run.block, run)
+    return [run.bench_class().from_point(run.params) for run in first.values()]
+
+
 def preflight(runs: list[PlannedRun]) -> None:
     """Build one instance per block before anything runs: a missing binary stops the
     campaign now (exit code 2), not after hours of other runs."""
-    seen: set[str] = set()
-    for run in runs:
-        if run.block not in seen:
-            seen.add(run.block)
-            run.bench_class().from_point(run.params)
+    block_instances(runs)
 
 
 def run_campaign(store: Store, runs: list[PlannedRun], system_id: str | None, reporter: Reporter,

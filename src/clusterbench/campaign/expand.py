@@ -63,11 +63,10 @@ def run_id(campaign: str, benchmark: str, params: dict, env: dict, repeat: int, 
 
 
 def site_key(campaign: Campaign) -> str:
-    c = campaign.cluster
-    if c.launcher == "local":
+    """The cluster: section minus what does not change a result (whether the nodes are checked)."""
+    if campaign.cluster.launcher == "local":
         return ""
-    return _CANONICAL.encode([c.launcher, c.hosts, c.interconnect, c.net_if, c.rank_by, c.mpi_args,
-                              c.slurm.model_dump() if c.slurm else None])
+    return _CANONICAL.encode(campaign.cluster.model_dump(exclude={"preflight"}))
 
 
 def system_names(system: SystemInfo) -> dict[str, Any]:

@@ -129,6 +129,16 @@ class SlurmSection(BaseModel):
     poll: Duration = Field(2, description="how often the queue is polled")
     max_queued: int = Field(100, ge=1, description="jobs queued at once")
 
+    @field_validator("poll")
+    @classmethod
+    def _positive(cls, value: Any) -> Any:
+        _duration(value)
+        return value
+
+    @property
+    def poll_s(self) -> float:
+        return _duration(self.poll)
+
 
 class ClusterSection(BaseModel):
     """Where the runs go: this machine, hosts over ssh + mpirun, or Slurm (docs/launchers.md)."""

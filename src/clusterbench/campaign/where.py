@@ -9,26 +9,24 @@ from __future__ import annotations
 
 import subprocess
 
-from clusterbench.campaign.spec import ClusterSection
+from clusterbench.campaign.spec import ClusterSection, SlurmSection
 from clusterbench.cluster.facts import NodeFacts
-from clusterbench.cluster.hosts import Inventory, expand_nodeset, inventory
+from clusterbench.cluster.hosts import Host, Inventory, expand_nodeset, inventory
 from clusterbench.errors import UserInputError
 from clusterbench.launch.site import Site, SlurmOptions, SrunOptions
 from clusterbench.system.discover import SystemInfo
 from clusterbench.system.microarch import estimate_peak
 from clusterbench.system.software import Memory
-from clusterbench.units import parse_duration
 
 
 def site_from_section(section: ClusterSection) -> Site:
     slurm = None
     if section.launcher == "slurm":
-        s = section.slurm or _default_slurm()
+        s = section.slurm or SlurmSection()
         srun = SrunOptions(**s.srun.model_dump()) if s.srun else None
-        poll = s.poll if isinstance(s.poll, int | float) else parse_duration(s.poll)
         slurm = SlurmOptions(partition=s.partition, account=s.account, qos=s.qos, time=s.time,
                              exclusive=s.exclusive, sbatch_args=list(s.sbatch_args), srun=srun,
-                             poll_s=float(poll), max_queued=s.max_queued)
+                             poll_s=s.poll_s, max_queued=s.max_queued)
     inv = None
     if section.launcher == "mpirun":
         if not section.hosts:
@@ -39,12 +37,6 @@ def site_from_section(section: ClusterSection) -> Site:
         inv = inventory(section.hosts) if section.hosts else partition_nodes(slurm.partition)
     return Site(launcher=section.launcher, inventory=inv, interconnect=section.interconnect,
                 net_if=section.net_if, rank_by=section.rank_by, mpi_args=list(section.mpi_args), slurm=slurm)
-
-
-def _default_slurm():
-    from clusterbench.campaign.spec import SlurmSection
-
-    return SlurmSection()
 
 
 def partition_nodes(partition: str | None) -> Inventory:
@@ -59,8 +51,6 @@ def partition_nodes(partition: str | None) -> Inventory:
     if out.returncode != 0 or not names:
         raise UserInputError(f"sinfo lists no nodes{' in partition ' + partition if partition else ''}: "
                              f"{out.stderr.strip()}", hint="check SLURM_CONF / the partition name")
-    from clusterbench.cluster.hosts import Host
-
     return Inventory([Host(n) for n in dict.fromkeys(names)], f"Slurm partition {partition or '(default)'}")
 
 

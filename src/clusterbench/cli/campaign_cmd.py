@@ -38,15 +38,16 @@ def load_runs(path: Path, preflight: bool = False, force: bool = False, quiet: b
     except UserInputError as exc:
         raise CampaignError(exc.message, source, ("cluster",), hint=exc.hint) from None
     system = info
-    if site.inventory and site.launcher != "local":
+    if site.inventory:  # only mpirun and slurm sites have one
         system = system_from_facts(gather(site.inventory.names), info)
     runs = expand(campaign, source, system)
     _check_node_counts(runs, site, source)
-    if preflight and site.inventory and site.launcher != "local" and campaign.cluster.preflight:
+    if preflight and site.inventory and campaign.cluster.preflight:
         from clusterbench.cli.cluster_cmd import print_preflight, run_preflight
+        from clusterbench.cluster.hosts import Inventory
 
         nodes = max((r.params.get("nodes") or 1 for r in runs), default=1)
-        inv = type(site.inventory)(site.inventory.first(nodes), site.inventory.source)
+        inv = Inventory(site.inventory.first(nodes), site.inventory.source)
         result = run_preflight(inv, binaries_of(runs), quiet=quiet)
         if not result.ok:
             print_preflight(result, inv)
@@ -71,17 +72,10 @@ def _check_node_counts(runs, site, source) -> None:
 
 def binaries_of(runs) -> list[str]:
     """The benchmark binaries the campaign will start (their checksums must match on every node)."""
-    found: dict[str, None] = {}
-    seen: set[str] = set()
-    for run in runs:
-        if run.block in seen:
-            continue
-        seen.add(run.block)
-        bench = run.bench_class().from_point(run.params)
-        binary = getattr(bench, "binary", None)
-        if binary:
-            found[str(binary)] = None
-    return list(found)
+    from clusterbench.campaign.engine import block_instances
+
+    found = (getattr(bench, "binary", None) for bench in block_instances(runs))
+    return list(dict.fromkeys(str(b) for b in found if b))
 
 
 def _fmt(seconds: float | None) -> str:

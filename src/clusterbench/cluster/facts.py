@@ -124,17 +124,14 @@ def gather(hosts: list[str], binaries: list[str] = (), timeout_s: float = 30.0,
            on_node: Callable[[NodeFacts], None] | None = None) -> list[NodeFacts]:
     """Facts of all hosts in parallel, in the hosts' order."""
     script = probe_script(hosts, list(binaries))
-    sent: dict[str, float] = {}
     out: dict[str, NodeFacts] = {}
+    sent_at = time.time()  # all nodes are asked at once
 
     def answered(answer: Answer) -> None:
-        facts = parse_probe(answer, sent.get(answer.host, time.time()), time.time())
+        facts = parse_probe(answer, sent_at, time.time())
         out[answer.host] = facts
         if on_node:
             on_node(facts)
 
-    now = time.time()
-    for h in hosts:
-        sent[h] = now
     run_everywhere(hosts, script, timeout_s, on_answer=answered)
     return [out[h] for h in hosts]

@@ -10,13 +10,16 @@ what sizes N.
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
+import tempfile
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from clusterbench.build.sources import sha256_of
 from clusterbench.cluster.facts import NodeFacts, gather
 from clusterbench.cluster.hosts import Inventory
 
@@ -53,7 +56,7 @@ class Preflight:
 
 
 def check_cluster(inv: Inventory, binaries: list[str] = (), mpi_hello: bool = True,
-                  skew_limit_s: float = CLOCK_SKEW_LIMIT_S, workdir: Path | None = None,
+                  skew_limit_s: float = CLOCK_SKEW_LIMIT_S,
                   on_node: Callable[[NodeFacts], None] | None = None) -> Preflight:
     facts = gather(inv.names, binaries, on_node=on_node)
     result = Preflight(facts)
@@ -65,7 +68,7 @@ def check_cluster(inv: Inventory, binaries: list[str] = (), mpi_hello: bool = Tr
         result.problems += odd_ones_out(up, label, lambda f, a=attribute: getattr(f, a))
     result.problems += clocks(up, skew_limit_s)
     if mpi_hello and up and len(up) == len(facts):
-        result.problems += hello_world(inv, workdir)
+        result.problems += hello_world(inv)
     return result
 
 
@@ -116,11 +119,8 @@ def checksums(facts: list[NodeFacts], binaries: list[str]) -> list[Problem]:
 
 
 def local_sha256(path: str) -> str | None:
-    import hashlib
-
     try:
-        with open(path, "rb") as f:
-            return hashlib.file_digest(f, "sha256").hexdigest()
+        return sha256_of(Path(path))
     except OSError:
         return None
 
@@ -153,7 +153,7 @@ def clocks(facts: list[NodeFacts], limit_s: float) -> list[Problem]:
             and abs(f.clock_skew_s) - (f.clock_uncertainty_s or 0) > limit_s]
 
 
-def hello_world(inv: Inventory, workdir: Path | None = None, timeout_s: float = 60.0) -> list[Problem]:
+def hello_world(inv: Inventory, timeout_s: float = 60.0) -> list[Problem]:
     """One rank per node of the affinity probe (a real MPI program); every node must answer."""
     from clusterbench.bench.affinity import parse_affinity
     from clusterbench.cluster.hosts import render_hostfile
@@ -164,25 +164,19 @@ def hello_world(inv: Inventory, workdir: Path | None = None, timeout_s: float = 
         binary = native.build("affinity", mpi=True, openmp=True).binary
     except Exception as exc:  # noqa: BLE001 - no compiler is a preflight finding, not a crash
         return [Problem("all", "MPI hello-world", f"cannot build the probe: {exc}")]
-    folder = workdir or Path(subprocess.check_output(["mktemp", "-d"], text=True).strip())
-    hostfile = folder / "preflight-hosts"
-    hostfile.write_text(render_hostfile(inv.hosts, 1))
-    launch = MpiLaunch(ranks=len(inv.hosts), bind_to="none", hostfile=str(hostfile), map_by="node")
-    cmd = mpirun_command(launch, [str(binary)])
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
-                             env=_single_thread_env(), check=False)
-    except subprocess.TimeoutExpired:
-        return [Problem("all", "MPI hello-world", f"no answer within {timeout_s:.0f} s: {' '.join(cmd)}")]
+    with tempfile.TemporaryDirectory(prefix="clusterbench-preflight-") as folder:
+        hostfile = Path(folder) / "hosts"  # read by mpirun here; the nodes never see it
+        hostfile.write_text(render_hostfile(inv.hosts, 1))
+        launch = MpiLaunch(ranks=len(inv.hosts), bind_to="none", hostfile=str(hostfile), map_by="node")
+        cmd = mpirun_command(launch, [str(binary)])
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
+                                 env=dict(os.environ) | {"OMP_NUM_THREADS": "1"}, check=False)
+        except subprocess.TimeoutExpired:
+            return [Problem("all", "MPI hello-world", f"no answer within {timeout_s:.0f} s: {' '.join(cmd)}")]
     seen = {row["host"] for row in parse_affinity(out.stdout)}
     if out.returncode != 0 and not seen:
         tail = " | ".join(out.stderr.strip().splitlines()[-3:])[:300]
         return [Problem("all", "MPI hello-world", f"mpirun failed (exit code {out.returncode}): {tail}")]
     return [Problem(h.name, "MPI hello-world", "no rank started on this node")
             for h in inv.hosts if h.name not in seen and h.name.split(".")[0] not in seen]
-
-
-def _single_thread_env() -> dict[str, str]:
-    import os
-
-    return dict(os.environ) | {"OMP_NUM_THREADS": "1"}

@@ -67,10 +67,6 @@ class Site:
         site.forward_env = dict(forward_env or {})
         return site
 
-    @property
-    def multi_node(self) -> bool:
-        return self.launcher == "slurm" or bool(self.inventory and len(self.inventory.hosts) > 1)
-
     def max_nodes(self) -> int | None:
         if self.launcher == "local":
             return 1
@@ -89,8 +85,9 @@ class Site:
         hosts = self.hosts_for(nodes)
         return str(Inventory(hosts, "").nodeset()) if hosts else None
 
-    def apply(self, launch: MpiLaunch, nodes: int) -> MpiLaunch:
-        """`launch` with this site's hosts, transport and extra options."""
+    def apply(self, launch: MpiLaunch, nodes: int, implementation: str) -> MpiLaunch:
+        """`launch` with this site's hosts (a hostfile in `implementation`'s format), transport
+        and extra options."""
         launch.interconnect = launch.interconnect or self.interconnect
         launch.net_if = self.net_if
         launch.rank_by = launch.rank_by or self.rank_by
@@ -107,16 +104,16 @@ class Site:
             launch.oversubscribe = False
             if self.workdir is not None:
                 path = self.workdir / "hostfile"
-                impl = detect_mpi().implementation or "Open MPI"
-                path.write_text(render_hostfile(hosts, per_node, impl))
+                path.write_text(render_hostfile(hosts, per_node, implementation))
                 launch.hostfile = str(path)
         return launch
 
     def command(self, launch: MpiLaunch, program: list[str], nodes: int) -> list[str]:
-        launch = self.apply(launch, nodes)
+        implementation = detect_mpi().implementation or "Open MPI"  # `mpirun --version`: once per run
+        launch = self.apply(launch, nodes, implementation)
         if self.slurm and self.slurm.srun:
             return srun_command(launch, program, self.slurm.srun, nodes)
-        return mpirun_command(launch, program)
+        return mpirun_command(launch, program, implementation)
 
     def describe(self) -> dict:
         """What is stored with each run about where it went."""

@@ -13,7 +13,7 @@ import re
 import shlex
 import shutil
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from clusterbench.errors import MissingToolError, UserInputError
@@ -55,8 +55,7 @@ class JobState:
 class Submitted:
     job_id: str
     request: JobRequest
-    started: bool = False
-    history: list[str] = field(default_factory=list)
+    running_since: float | None = None  # monotonic time it was first seen RUNNING
 
 
 def require_slurm() -> None:
