@@ -10,6 +10,7 @@ PACKAGES=(
   libblis-dev
   hpcc hwloc iperf3
   slurm-wlm munge openssh-server openssh-client iproute2 util-linux
+  chromium fonts-dejavu-core
 )
 
 if ! command -v dpkg-query >/dev/null 2>&1; then

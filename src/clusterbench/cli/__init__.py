@@ -13,6 +13,7 @@ from clusterbench.cli import (  # noqa: F401  (registers)
     cluster_cmd,
     import_cmd,
     plan_cmd,
+    report_cmd,
     results_cmd,
     run_cmd,
     system_cmd,

@@ -369,6 +369,28 @@ class Store:
         return self.conn.execute(sql + " ORDER BY r.started_at, m.id", args).fetchall()
 
 
+    def all_runs(self) -> list[sqlite3.Row]:
+        """Every run, oldest first: what selections (reports, comparisons) filter."""
+        return self.conn.execute("SELECT * FROM runs ORDER BY started_at, id").fetchall()
+
+    def campaign_names(self) -> set[str]:
+        rows = self.conn.execute("SELECT name FROM campaigns UNION SELECT DISTINCT campaign FROM runs"
+                                 " WHERE campaign IS NOT NULL").fetchall()
+        return {row[0] for row in rows}
+
+    def systems(self) -> list[sqlite3.Row]:
+        return self.conn.execute("SELECT * FROM systems ORDER BY created_at").fetchall()
+
+    def metric_values(self, names: Iterable[str] | None = None) -> list[sqlite3.Row]:
+        """Metric rows (run id, name, value, unit, labels, valid), only these names when given:
+        a report reads a few dozen metric names, not every HPCC by-product."""
+        sql, args = "SELECT run_id, name, value, unit, higher_is_better, labels, valid FROM metrics", []
+        if names is not None:
+            args = sorted(set(names))
+            sql += f" WHERE name IN ({','.join('?' * len(args))})"
+        return self.conn.execute(sql + " ORDER BY id", args).fetchall()
+
+
 def _artifact(path: Path) -> tuple[str, str, str, int, bytes | None]:
     data = path.read_bytes()
     digest = hashlib.sha256(data).hexdigest()

@@ -18,11 +18,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from clusterbench.bench.base import Benchmark
-from clusterbench.bench.metrics import Outcome
+from clusterbench.bench.metrics import Metric, Outcome
 from clusterbench.launch import libtrace
 from clusterbench.launch.process import ProcessResult, run_process
 from clusterbench.launch.site import LOCAL, Site
 from clusterbench.store.db import RunRecord, Store, relevant_env
+from clusterbench.system import power
 
 
 @dataclass
@@ -103,19 +104,28 @@ def execute(store: Store, bench: Benchmark, system_id: str | None, run_id: str |
         if tick:
             tick(elapsed, bench.progress(run.workdir))
 
+    power_meter = power.meter()
     try:
+        if power_meter:
+            power_meter.start()
         proc = run_process(run.command, run.workdir, run.env, timeout_s, on_tick)
     except BaseException:
         interrupted(store, run)
         raise
-    return finish(store, run, proc, timeout_s)
+    reading = power_meter.stop() if power_meter else None
+    return finish(store, run, proc, timeout_s, power_reading=reading)
 
 
 def finish(store: Store, run: Started, proc: ProcessResult, timeout_s: float | None,
-           nodes: str | None = None, launcher: dict | None = None) -> RunResult:
+           nodes: str | None = None, launcher: dict | None = None,
+           power_reading: power.PowerReading | None = None) -> RunResult:
     """Parse the outputs, decide the status and store everything in one transaction."""
     bench, workdir, record = run.bench, run.workdir, run.record
     outcome = bench.parse(workdir)
+    if power_reading:  # valid with the run: an invalid run's power is not an efficiency figure
+        labels = {"source": power_reading.source, "seconds": round(power_reading.seconds, 3)}
+        outcome.metrics += [Metric("power_w", power_reading.watts, "W", False, labels, outcome.valid),
+                            Metric("energy_j", power_reading.joules, "J", False, labels, outcome.valid)]
     if bench.uses_blas:
         _check_blas(bench, libtrace.collect(workdir), outcome)
     if proc.timed_out:

@@ -1,0 +1,128 @@
+"""`clusterbench report` and `clusterbench compare`: the studies' tables and figures from the store."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from clusterbench.cli.app import app, console, open_store
+from clusterbench.errors import UserInputError
+
+SELECTION_HELP = ("Runs to include: campaign names, key=value tags or run ids (or campaign:, tag:, run:, "
+                  "source:, benchmark: terms). Default: every stored run.")
+
+
+class Test(str, Enum):
+    welch = "welch"
+    mannwhitney = "mannwhitney"
+
+
+@app.command()
+def report(
+    selection: Annotated[list[str] | None, typer.Argument(help=SELECTION_HELP, show_default=False)] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for report.html, report.md and the CSV/SVG files.")]
+        = Path("clusterbench-report"),
+    title: Annotated[str | None, typer.Option(help="Title of the report.")] = None,
+    power_watts: Annotated[float | None, typer.Option(
+        help="Power of the whole system during the best HPL run, in W (e.g. from a wall meter).")] = None,
+    rmax: Annotated[float | None, typer.Option(
+        help="Place this Rmax (Gflop/s) on the lists instead of the best stored HPL run.")] = None,
+    top500: Annotated[str | None, typer.Option(
+        "--list", help="TOP500 edition to place the system on, e.g. 2020-06 (default: the newest bundled).")] = None,
+    rpeak_node: Annotated[float | None, typer.Option(
+        help="Rpeak of one node in Gflop/s, for runs without a stored system (imports).")] = None,
+    rpeak_fraction: Annotated[float, typer.Option(help="Draw this fraction of Rpeak as a target line.")] = 0.75,
+) -> None:
+    """Write an HTML report (self-contained, printable), the same as Markdown, and the CSV behind
+    every figure and table. Sections appear when the selection has data for them: System, HPL,
+    HPC Challenge, Network, Memory, Energy and lists."""
+    from clusterbench.analysis.lists import editions
+    from clusterbench.analysis.select import parse_selection
+    from clusterbench.report.build import build
+    from clusterbench.report.model import Options
+    from clusterbench.report.render import write
+
+    for name, value in (("--power-watts", power_watts), ("--rmax", rmax), ("--rpeak-node", rpeak_node)):
+        if value is not None and value <= 0:
+            raise UserInputError(f"{name} must be positive, got {value:g}")
+    if not 0 < rpeak_fraction <= 1:
+        raise UserInputError(f"--rpeak-fraction must be in (0, 1], got {rpeak_fraction:g}")
+    if top500 and top500 not in editions():
+        raise UserInputError(f"no bundled TOP500 list {top500!r}", hint="choose from " + ", ".join(editions()))
+    options = Options(power_watts, rpeak_node, rpeak_fraction, top500, rmax)
+    with open_store() as store:
+        doc = build(store, parse_selection(selection, store), options, title)
+    figures = sum(len(s.figures) for s in doc.sections)
+    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=console,
+                  transient=True) as progress:
+        task = progress.add_task("drawing", total=figures)
+        paths = write(doc, out, on_step=lambda what: progress.update(
+            task, advance=1, description=f"drawing {what}"))
+    summary = Table(title=f"Report of {escape(doc.selection)} ({len(doc.runs.rows)} runs)", title_justify="left")
+    for col in ("section", "figures", "tables"):
+        summary.add_column(col)
+    for section in doc.sections:
+        summary.add_row(section.title, str(len(section.figures)), str(len(section.tables)))
+    console.print(summary)
+    console.print(f"HTML: {escape(str(paths['html']))}\nMarkdown: {escape(str(paths['markdown']))}")
+
+
+@app.command()
+def compare(
+    baseline: Annotated[str, typer.Argument(help="Baseline selection, e.g. campaign name or tag blas=openblas.")],
+    candidate: Annotated[str, typer.Argument(help="Candidate selection, compared with the baseline.")],
+    metric: Annotated[list[str] | None, typer.Option(
+        "--metric", "-m", help="Only these metrics (repeatable), e.g. -m hpl_gflops.")] = None,
+    test: Annotated[Test, typer.Option(help="welch (t-test, unequal variances) or mannwhitney (rank test).")]
+        = Test.welch,
+    alpha: Annotated[float, typer.Option(help="Significance level.")] = 0.05,
+    all_metrics: Annotated[bool, typer.Option(
+        "--all", help="Also unitless values (HPCC echoes its parameters as such).")] = False,
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="Also write the comparison as a report (HTML, Markdown, CSV) into this folder.")] = None,
+) -> None:
+    """Baseline against candidate: per metric the means, the change in %, a p-value and n.
+
+    No verdict is given below 3 valid repeats on a side. Selections take the same terms as
+    `report`; separate several terms of one side with commas (campaign:a,tag:blas=blis).
+    """
+    from clusterbench.analysis.compare import compare as run_compare
+    from clusterbench.analysis.select import parse_selection, select_runs
+    from clusterbench.report.comparison import section as comparison_section
+    from clusterbench.report.render import text
+
+    if not 0 < alpha < 1:
+        raise UserInputError(f"--alpha must be in (0, 1), got {alpha:g}")
+    with open_store() as store:
+        a, b = parse_selection(baseline, store), parse_selection(candidate, store)
+        for side, sel in (("baseline", a), ("candidate", b)):
+            if not select_runs(store, sel):
+                raise UserInputError(f"the {side} selection {sel.describe()!r} matches no stored run")
+        rows = run_compare(store, a, b, test.value, alpha, metric, all_metrics)
+        if not rows:
+            raise UserInputError("the two selections have no metric in common",
+                                 hint="check the selections with `clusterbench results --campaign NAME`")
+        section = comparison_section(rows, a.describe(), b.describe(), test.value, alpha)
+        table = section.tables[0]
+        out_table = Table(title=escape(section.title), title_justify="left")
+        for col in table.columns[:-1]:
+            out_table.add_column(escape(col), justify="right" if col.startswith(("mean", "n ", "change", "p"))
+                                 else "left")
+        for row in table.rows:
+            style = {"better": "green", "worse": "red"}.get(row[-2])
+            out_table.add_row(*[escape(text(v)) for v in row[:-1]], style=style)
+        console.print(out_table)
+        if out:
+            from clusterbench.report.build import comparison_report
+            from clusterbench.report.render import write
+
+            ids = {i for row in rows for i in row.a_runs + row.b_runs}
+            label = f"{a.describe()} vs {b.describe()}"
+            paths = write(comparison_report(store, section, ids, f"Comparison: {label}", label), out)
+            console.print(f"HTML: {escape(str(paths['html']))}\nMarkdown: {escape(str(paths['markdown']))}")

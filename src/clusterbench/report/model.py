@@ -1,0 +1,82 @@
+"""What a report is made of, independent of how it is written (HTML, Markdown, CSV).
+
+Sections hold tables and figures. A figure is data, not pixels: each series is a list of
+points with the run ids behind them, so the SVG, the CSV beside it and the tables are all
+drawn from the same numbers, and every number can be traced to its runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Point:
+    x: float
+    y: float
+    y_min: float | None = None  # range over repeats (error bar), None for a single value
+    y_max: float | None = None
+    runs: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Series:
+    label: str
+    points: list[Point] = field(default_factory=list)
+    reference: bool = False  # a drawn line that is not a measurement (Rpeak, a fraction of it)
+
+
+@dataclass
+class Figure:
+    slug: str  # file names: <slug>.svg, <slug>.csv
+    title: str
+    x_label: str
+    y_label: str
+    series: list[Series]
+    x_log: int | None = None  # log base of the x axis, None for linear
+    y_log: int | None = None
+    x_bytes: bool = False  # x ticks as 1 KiB, 1 MiB, ...
+    x_integer: bool = False  # ticks at the data's x values (NB, node counts, threads)
+    caption: str = ""
+
+    def has_data(self) -> bool:
+        return any(s.points for s in self.series if not s.reference)
+
+
+@dataclass
+class Table:
+    slug: str
+    title: str
+    columns: list[str]
+    rows: list[list]  # cells: str, int, float, None; a list of str in the "runs" column
+    note: str = ""
+
+
+@dataclass
+class Section:
+    slug: str
+    title: str
+    paragraphs: list[str] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+    figures: list[Figure] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    title: str
+    selection: str
+    generated_at: str
+    database: str
+    sections: list[Section]
+    runs: Table  # the appendix every "runs" cell links into
+
+
+@dataclass
+class Options:
+    """What the user adds to the stored data: power, a peak, the list edition to place on."""
+
+    power_watts: float | None = None  # whole system during HPL, overrides a measured figure
+    rpeak_node_gflops: float | None = None  # overrides the derived peak (for imported runs)
+    rpeak_fraction: float = 0.75  # the dashed "target" line under Rpeak
+    top500_edition: str | None = None  # e.g. 2020-06; default: the newest bundled list
+    rmax_gflops: float | None = None  # place a result measured elsewhere instead of the best stored one

@@ -1,0 +1,74 @@
+"""Network section: one-way latency and bandwidth against message size, per placement or
+interconnect, with min-max bars over repeats, and the tables at the sizes people quote.
+
+Three sources speak different units: clusterbench's ping-pong and OSU report MB/s (10^6
+byte/s), IMB reports "Mbytes/sec" meaning MiB/s (2^20 byte/s). Everything here is MB/s;
+IMB values are multiplied by 1.048576. All three time the one-way trip (round trip / 2).
+"""
+
+from __future__ import annotations
+
+from clusterbench.analysis.dataset import Dataset, describe, tag_keys, varying
+from clusterbench.report.figures import aggregate, range_text, size_label
+from clusterbench.report.model import Figure, Section, Series, Table
+
+MIB_TO_MB = 2**20 / 1e6
+SOURCES = {  # benchmark -> (latency metric, bandwidth metric, bandwidth scale to MB/s, label)
+    "pingpong": ("pingpong_time_us", "pingpong_bandwidth", 1.0, "ping-pong"),
+    "imb": ("imb_time_us", "imb_bandwidth", MIB_TO_MB, "IMB PingPong"),
+    "osu": ("osu_latency_us", "osu_bandwidth", 1.0, "OSU"),
+}
+PLACEMENT_KEYS = ("node_count", "interconnect", "net_if", "map_by", "bind_to", "rank_by", "origin")
+QUOTED_SIZES = (0, 1024, 8192, 32768)
+
+
+def section(data: Dataset, _options) -> Section | None:
+    latency, bandwidth = [], []
+    for bench, (lat_name, bw_name, scale, label) in SOURCES.items():
+        runs = data.runs_of(bench)
+        if not runs:
+            continue
+        keys = varying(runs, PLACEMENT_KEYS + tag_keys(runs)) or ["node_count"]
+        for rec in data.of(lat_name, bw_name).itertuples(index=False):
+            if bench == "imb" and rec.labels.get("test", "PingPong") != "PingPong":
+                continue
+            series = f"{label}, {describe(data.runs[rec.run_id], keys)}"
+            size = float(rec.labels.get("bytes", 0))
+            if rec.name == lat_name:
+                latency.append((series, size, rec.value, rec.run_id))
+            else:
+                bandwidth.append((series, size, rec.value * scale, rec.run_id))
+    if not latency and not bandwidth:
+        return None
+    lat_series, bw_series = aggregate(latency), aggregate(bandwidth)
+    out = Section("network", "Network", [
+        "One-way times (half the round trip). Bandwidth in MB/s = 10^6 byte/s; IMB's MiB/s are converted. "
+        "Points are means over repeats, bars the minimum and maximum; 0-byte messages appear in the tables "
+        "only (a log axis has no zero)."])
+    if lat_series:
+        out.figures.append(Figure("network-latency", "One-way latency against message size", "message size",
+                                  "latency (us)", _positive(lat_series), x_log=2, y_log=10, x_bytes=True))
+    if bw_series:
+        out.figures.append(Figure("network-bandwidth", "Bandwidth against message size", "message size",
+                                  "bandwidth (MB/s)", _positive(bw_series), x_log=2, y_log=10, x_bytes=True))
+    out.tables += [t for t in (_at_sizes("network-latency-table", "Latency (us) at quoted sizes", lat_series),
+                               _at_sizes("network-bandwidth-table", "Bandwidth (MB/s) at quoted sizes", bw_series))
+                   if t.rows]
+    return out
+
+
+def _positive(series: list[Series]) -> list[Series]:
+    return [Series(s.label, [p for p in s.points if p.x > 0 and p.y > 0]) for s in series]
+
+
+def _at_sizes(slug: str, title: str, series: list[Series]) -> Table:
+    """Mean (min-max) at 0 B, 1 KiB, 8 KiB, 32 KiB and the largest size measured."""
+    table = Table(slug, title, ["series", *[size_label(s) for s in QUOTED_SIZES], "largest size", "runs"], [])
+    for s in series:
+        by_x = {p.x: p for p in s.points}
+        cells = [range_text(by_x.get(float(size))) for size in QUOTED_SIZES]
+        top = s.points[-1] if s.points else None
+        runs = sorted({r for p in s.points for r in p.runs})
+        table.rows.append([s.label, *cells, f"{range_text(top)} at {size_label(top.x)}" if top else None, runs])
+    return table
+

@@ -1,0 +1,62 @@
+"""System section: the hardware and software the runs ran on, and the peak they are measured against."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from clusterbench.analysis.dataset import Dataset
+from clusterbench.report.model import Options, Section, Table
+
+
+@dataclass
+class Peak:
+    node_gflops: float
+    derivation: str
+
+
+def node_peak(data: Dataset, options: Options) -> Peak | None:
+    """Rpeak of one node: the user's figure, else the one derived for the system most runs used."""
+    if options.rpeak_node_gflops:
+        return Peak(options.rpeak_node_gflops, "given with --rpeak-node")
+    counts = Counter(r["system_id"] for r in data.runs.values() if r.get("system_id") in data.systems)
+    for system_id, _ in counts.most_common():
+        peak = data.systems[system_id]["info"].get("peak") or {}
+        if peak.get("rpeak_node_gflops"):
+            return Peak(float(peak["rpeak_node_gflops"]), peak.get("derivation") or "")
+    return None
+
+
+def section(data: Dataset, options: Options) -> Section | None:
+    if not data.systems and not options.rpeak_node_gflops:
+        return None
+    used = Counter(r["system_id"] for r in data.runs.values() if r.get("system_id"))
+    max_nodes = max((r["node_count"] for r in data.runs.values()), default=1)
+    hardware = Table("system-hardware", "Hardware", ["system", "host", "CPU", "sockets x cores x threads",
+                                                     "memory per node (GiB)", "runs"], [])
+    software = Table("system-software", "Software", ["system", "OS", "kernel", "MPI", "BLAS", "compiler"], [])
+    peaks = Table("system-rpeak", "Theoretical peak (Rpeak)",
+                  ["system", "Rpeak per node (Gflop/s)", "nodes used (max)", "Rpeak total (Gflop/s)",
+                   "how it was derived"], [])
+    for system_id, system in data.systems.items():
+        info = system["info"]
+        topo, mem, peak = info.get("topology") or {}, info.get("memory") or {}, info.get("peak") or {}
+        sw = info.get("software") or {}
+        ids = [r["id"] for r in data.runs.values() if r.get("system_id") == system_id]
+        hardware.rows.append([
+            system_id, system["hostname"], topo.get("model_name"),
+            f"{topo.get('sockets')} x {topo.get('cores_per_socket')} x {topo.get('threads_per_core')}",
+            round(mem["total_bytes"] / 2**30, 1) if mem.get("total_bytes") else None, ids])
+        mpi = sw.get("mpi") or {}
+        software.rows.append([system_id, sw.get("os"), sw.get("kernel"),
+                              " ".join(str(v) for v in (mpi.get("implementation"), mpi.get("version")) if v),
+                              (sw.get("blas") or {}).get("variant"), (sw.get("compilers") or {}).get("cc")])
+        node = peak.get("rpeak_node_gflops")
+        peaks.rows.append([system_id, node, max_nodes, node * max_nodes if node else None,
+                           peak.get("derivation")])
+    if options.rpeak_node_gflops:
+        peaks.rows.append(["(given)", options.rpeak_node_gflops, max_nodes,
+                           options.rpeak_node_gflops * max_nodes, "given with --rpeak-node"])
+    paragraphs = [f"{sum(used.values())} of {len(data.runs)} selected runs ran on a described system; "
+                  "imported runs carry no system description."] if len(used) else []
+    return Section("system", "System", paragraphs, [t for t in (hardware, software, peaks) if t.rows])
