@@ -98,25 +98,28 @@ def blas_of(run: dict) -> str:
 
 
 def varying(runs: list[dict], keys: tuple[str, ...]) -> list[str]:
-    """Which of these parameter (or tag:) keys take more than one value over the runs."""
-    out = []
+    """The keys, in order, that each split the runs further than the keys before them: enough
+    to tell the series apart, without a tag that only repeats what the campaign already says."""
+    chosen: list[str] = []
+    groups = 1
     for key in keys:
-        values = {json.dumps(_field(r, key), sort_keys=True, default=str) for r in runs}
-        if len(values) > 1:
-            out.append(key)
-    return out
+        combos = {json.dumps([_field(r, k) for k in (*chosen, key)], sort_keys=True, default=str) for r in runs}
+        if len(combos) > groups:
+            chosen.append(key)
+            groups = len(combos)
+    return chosen
 
 
 def describe(run: dict, keys: list[str]) -> str:
-    """'2 nodes, interconnect=tcp, bind_to=core': a series label from the keys that vary."""
+    """'2 nodes, interconnect=tcp, bind_to=core': a series label from the keys that vary
+    (a key the run does not have is left out)."""
     parts = []
     for key in keys:
+        value = _field(run, key)
         if key == "node_count":
-            n = run["node_count"]
-            parts.append(f"{n} node{'s' if n != 1 else ''}")
-        else:
-            value = _field(run, key)
-            parts.append(f"{key.removeprefix('tag:')}={'-' if value is None else value}")
+            parts.append(f"{value} node{'s' if value != 1 else ''}")
+        elif value is not None:
+            parts.append(f"{key.removeprefix('tag:')}={value}")
     return ", ".join(parts)
 
 

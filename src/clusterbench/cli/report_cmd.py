@@ -95,7 +95,6 @@ def compare(
     from clusterbench.analysis.compare import compare as run_compare
     from clusterbench.analysis.select import parse_selection, select_runs
     from clusterbench.report.comparison import section as comparison_section
-    from clusterbench.report.render import text
 
     if not 0 < alpha < 1:
         raise UserInputError(f"--alpha must be in (0, 1), got {alpha:g}")
@@ -109,15 +108,7 @@ def compare(
             raise UserInputError("the two selections have no metric in common",
                                  hint="check the selections with `clusterbench results --campaign NAME`")
         section = comparison_section(rows, a.describe(), b.describe(), test.value, alpha)
-        table = section.tables[0]
-        out_table = Table(title=escape(section.title), title_justify="left")
-        for col in table.columns[:-1]:
-            out_table.add_column(escape(col), justify="right" if col.startswith(("mean", "n ", "change", "p"))
-                                 else "left")
-        for row in table.rows:
-            style = {"better": "green", "worse": "red"}.get(row[-2])
-            out_table.add_row(*[escape(text(v)) for v in row[:-1]], style=style)
-        console.print(out_table)
+        console.print(_compare_table(section.title, rows))
         if out:
             from clusterbench.report.build import comparison_report
             from clusterbench.report.render import write
@@ -126,3 +117,24 @@ def compare(
             label = f"{a.describe()} vs {b.describe()}"
             paths = write(comparison_report(store, section, ids, f"Comparison: {label}", label), out)
             console.print(f"HTML: {escape(str(paths['html']))}\nMarkdown: {escape(str(paths['markdown']))}")
+
+
+def _compare_table(title: str, rows) -> Table:
+    """Fits a terminal: mean +- std (n) per side, change, p, verdict."""
+    from clusterbench.report.render import text
+
+    table = Table(title=escape(title), title_justify="left")
+    for col, justify in (("metric", "left"), ("unit", "left"), ("baseline", "right"), ("candidate", "right"),
+                         ("change", "right"), ("p", "right"), ("verdict", "left")):
+        table.add_column(col, justify=justify)
+    for r in rows:
+        def side(d: dict) -> str:
+            std = f" +- {d['std']:.3g}" if d["std"] is not None else ""
+            return f"{text(d['mean'])}{std} (n={d['n']})"
+
+        change = f"{r.change_pct:+.1f}%" if r.change_pct is not None else "-"
+        p = f"{r.p_value:.3g}" if r.p_value is not None else "-"
+        style = {"better": "green", "worse": "red"}.get(r.verdict)
+        table.add_row(escape(r.metric + (f" [{r.labels}]" if r.labels else "")), escape(r.unit), side(r.a),
+                      side(r.b), change, p, escape(r.verdict), style=style)
+    return table

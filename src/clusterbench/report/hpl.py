@@ -11,7 +11,7 @@ from clusterbench.analysis.dataset import Dataset, blas_of, group_values
 from clusterbench.analysis.stats import describe as stats_of
 from clusterbench.report.figures import aggregate
 from clusterbench.report.model import Figure, Options, Point, Section, Series, Table
-from clusterbench.report.system import node_peak
+from clusterbench.report.system import node_peak, run_node_peak
 
 HPL_BENCHMARKS = ("hpl", "hpcc")
 
@@ -60,7 +60,7 @@ def section(data: Dataset, options: Options) -> Section | None:
             aggregate(nb_samples), x_integer=True,
             caption="Mean over valid repeats; bars span the minimum and maximum."))
 
-    best_table, best_points = _best_per_node_count(data, valid, peak)
+    best_table, best_points = _best_per_node_count(data, valid, options)
     if best_points and (peak or len(best_points) > 1):  # one point and no peak is not a figure
         series = [Series("best valid Rmax", best_points)]
         if peak:
@@ -85,7 +85,8 @@ def section(data: Dataset, options: Options) -> Section | None:
     return out
 
 
-def _best_per_node_count(data: Dataset, valid, peak) -> tuple[Table, list[Point]]:
+def _best_per_node_count(data: Dataset, valid, options: Options) -> tuple[Table, list[Point]]:
+    """% of Rpeak uses the peak of the run's own system; an imported run's machine is unknown."""
     table = Table("hpl-best", "Best configuration per node count",
                   ["nodes", "N", "NB", "P x Q", "variant", "Rmax (Gflop/s)", "% of Rpeak", "runs"], [])
     points = []
@@ -93,7 +94,8 @@ def _best_per_node_count(data: Dataset, valid, peak) -> tuple[Table, list[Point]
         at = valid[valid["nodes"] == nodes]
         best = at.loc[at["value"].idxmax()]
         run, labels = data.runs[best["run_id"]], best["labels"]
-        pct = 100 * best["value"] / (peak.node_gflops * nodes) if peak else None
+        node = run_node_peak(data, options, run)
+        pct = 100 * best["value"] / (node * nodes) if node else None
         table.rows.append([int(nodes), labels.get("n"), labels.get("nb"), topology(run, labels),
                            variant(run), float(best["value"]), pct, [best["run_id"]]])
         points.append(Point(float(nodes), float(best["value"]), runs=[best["run_id"]]))

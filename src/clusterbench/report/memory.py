@@ -11,7 +11,7 @@ from clusterbench.analysis.dataset import STREAM_KERNELS, Dataset, describe, tag
 from clusterbench.report.figures import aggregate, range_text
 from clusterbench.report.model import Figure, Section, Table
 
-PLACEMENT_KEYS = ("node_count", "bind_to", "map_by", "places", "origin")
+PLACEMENT_KEYS = ("node_count", "origin", "bind_to", "map_by", "places")
 
 
 def workers(run: dict) -> int:

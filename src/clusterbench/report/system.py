@@ -27,11 +27,18 @@ def node_peak(data: Dataset, options: Options) -> Peak | None:
     return None
 
 
+def run_node_peak(data: Dataset, options: Options, run: dict) -> float | None:
+    """Rpeak of a node of the system this run ran on; None for imported runs (unknown machine)."""
+    if options.rpeak_node_gflops:
+        return options.rpeak_node_gflops
+    system = data.systems.get(run.get("system_id") or "")
+    return ((system or {}).get("info", {}).get("peak") or {}).get("rpeak_node_gflops")
+
+
 def section(data: Dataset, options: Options) -> Section | None:
     if not data.systems and not options.rpeak_node_gflops:
         return None
     used = Counter(r["system_id"] for r in data.runs.values() if r.get("system_id"))
-    max_nodes = max((r["node_count"] for r in data.runs.values()), default=1)
     hardware = Table("system-hardware", "Hardware", ["system", "host", "CPU", "sockets x cores x threads",
                                                      "memory per node (GiB)", "runs"], [])
     software = Table("system-software", "Software", ["system", "OS", "kernel", "MPI", "BLAS", "compiler"], [])
@@ -43,6 +50,7 @@ def section(data: Dataset, options: Options) -> Section | None:
         topo, mem, peak = info.get("topology") or {}, info.get("memory") or {}, info.get("peak") or {}
         sw = info.get("software") or {}
         ids = [r["id"] for r in data.runs.values() if r.get("system_id") == system_id]
+        max_nodes = max(data.runs[i]["node_count"] for i in ids)
         hardware.rows.append([
             system_id, system["hostname"], topo.get("model_name"),
             f"{topo.get('sockets')} x {topo.get('cores_per_socket')} x {topo.get('threads_per_core')}",
@@ -55,6 +63,7 @@ def section(data: Dataset, options: Options) -> Section | None:
         peaks.rows.append([system_id, node, max_nodes, node * max_nodes if node else None,
                            peak.get("derivation")])
     if options.rpeak_node_gflops:
+        max_nodes = max(r["node_count"] for r in data.runs.values())
         peaks.rows.append(["(given)", options.rpeak_node_gflops, max_nodes,
                            options.rpeak_node_gflops * max_nodes, "given with --rpeak-node"])
     paragraphs = [f"{sum(used.values())} of {len(data.runs)} selected runs ran on a described system; "
