@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
@@ -86,6 +88,7 @@ def compare(
         "--all", help="Also unitless values (HPCC echoes its parameters as such).")] = False,
     out: Annotated[Path | None, typer.Option(
         "--out", "-o", help="Also write the comparison as a report (HTML, Markdown, CSV) into this folder.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
 ) -> None:
     """Baseline against candidate: per metric the means, the change in %, a p-value and n.
 
@@ -108,7 +111,10 @@ def compare(
             raise UserInputError("the two selections have no metric in common",
                                  hint="check the selections with `clusterbench results --campaign NAME`")
         section = comparison_section(rows, a.describe(), b.describe(), test.value, alpha)
-        console.print(_compare_table(section.title, rows))
+        if as_json:
+            print(json.dumps([asdict(r) for r in rows], indent=2))
+        else:
+            console.print(_compare_table(section.title, rows))
         if out:
             from clusterbench.report.build import comparison_report
             from clusterbench.report.render import write

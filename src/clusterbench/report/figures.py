@@ -97,7 +97,7 @@ def svg_text(fig: Figure) -> str:
             figure.legend(loc="outside lower center", ncol=2 if len(fig.series) > 1 else 1, frameon=False,
                           fontsize=8)
         buf = io.StringIO()
-        figure.savefig(buf, format="svg")
+        figure.savefig(buf, format="svg", metadata=_NO_METADATA)
         plt.close(figure)
     text = buf.getvalue()
     return text[text.index("<svg"):]
@@ -135,6 +135,9 @@ def size_label(nbytes: float) -> str:
             return f"{nbytes / scale:g} {unit}"
     return f"{nbytes:g} B"
 
+
+# No RDF block: its date would make every report differ and its namespaces look like URLs.
+_NO_METADATA = {"Creator": None, "Date": None, "Format": None, "Type": None}
 
 _STYLE = {
     "font.family": "DejaVu Sans",

@@ -80,7 +80,7 @@ def section(data: Dataset, options: Options) -> Section | None:
     bad += [data.runs[i] for i in sorted(bad_ids)]
     if bad:
         out.tables.append(Table("hpl-invalid", "Invalid, failed or unfinished HPL runs (never counted above)",
-                                ["run", "benchmark", "status", "reason"],
+                                ["runs", "benchmark", "status", "reason"],
                                 [[[r["id"]], r["benchmark"], r["status"], r["reason"]] for r in bad]))
     return out
 

@@ -66,6 +66,7 @@ def section(data: Dataset, options: Options) -> Section | None:
         max_nodes = max(r["node_count"] for r in data.runs.values())
         peaks.rows.append(["(given)", options.rpeak_node_gflops, max_nodes,
                            options.rpeak_node_gflops * max_nodes, "given with --rpeak-node"])
-    paragraphs = [f"{sum(used.values())} of {len(data.runs)} selected runs ran on a described system; "
-                  "imported runs carry no system description."] if len(used) else []
+    described = sum(used.values())
+    paragraphs = [f"{len(data.runs) - described} of {len(data.runs)} selected runs (imported ones) carry no "
+                  "system description and are not counted here."] if described < len(data.runs) else []
     return Section("system", "System", paragraphs, [t for t in (hardware, software, peaks) if t.rows])
