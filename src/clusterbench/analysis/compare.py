@@ -59,7 +59,7 @@ def p_value(a: list[float], b: list[float], test: str = "welch") -> float | None
     """Two-sided p-value of the difference; None when it is undefined (too few or constant samples)."""
     from scipy import stats
 
-    if len(a) < 2 or len(b) < 2:
+    if len(a) < 2 or len(b) < 2 or (len(set(a)) == 1 and len(set(b)) == 1):
         return None
     if test == "mannwhitney":
         result = stats.mannwhitneyu(a, b, alternative="two-sided")
