@@ -1,7 +1,7 @@
 """The stored runs a report or a comparison is about, read once: runs, the metrics the sections use, systems.
 
-Only the metric names some section draws are read (`NEEDED`), so a store of ten thousand
-HPCC runs is not decoded a hundred metrics at a time. A metric counts as valid only when
+Only the metric names the caller asks for are read (a report: those its sections draw), so
+a store of ten thousand HPCC runs is not decoded a hundred metrics at a time. A metric counts as valid only when
 its run is valid too: an invalid run never contributes a value to a figure or a best.
 """
 
@@ -16,28 +16,6 @@ from ClusterShell.NodeSet import NodeSet
 
 from clusterbench.analysis.select import Selection, select_runs
 from clusterbench.store.db import Store
-
-HPCC_SUMMARY = (  # (metric, label, unit, scale to the shown unit)
-    ("HPL_Tflops", "HPL", "Gflop/s", 1000.0),
-    ("StarDGEMM_Gflops", "DGEMM per process (star)", "Gflop/s", 1.0),
-    ("SingleDGEMM_Gflops", "DGEMM single process", "Gflop/s", 1.0),
-    ("PTRANS_GBs", "PTRANS", "GB/s", 1.0),
-    ("MPIRandomAccess_GUPs", "RandomAccess (MPI)", "GUP/s", 1.0),
-    ("StarRandomAccess_GUPs", "RandomAccess per process (star)", "GUP/s", 1.0),
-    ("StarSTREAM_Triad", "STREAM Triad per process (star)", "GB/s", 1.0),
-    ("SingleSTREAM_Triad", "STREAM Triad single process", "GB/s", 1.0),
-    ("MPIFFT_Gflops", "FFT (MPI)", "Gflop/s", 1.0),
-    ("StarFFT_Gflops", "FFT per process (star)", "Gflop/s", 1.0),
-    ("MinPingPongLatency_usec", "Ping-pong latency, min", "us", 1.0),
-    ("MaxPingPongBandwidth_GBytes", "Ping-pong bandwidth, max", "GB/s", 1.0),
-    ("RandomlyOrderedRingLatency_usec", "Random-ring latency", "us", 1.0),
-    ("RandomlyOrderedRingBandwidth_GBytes", "Random-ring bandwidth", "GB/s", 1.0),
-)
-NETWORK_METRICS = ("pingpong_time_us", "pingpong_bandwidth", "imb_time_us", "imb_bandwidth",
-                   "osu_latency_us", "osu_bandwidth")
-STREAM_KERNELS = ("copy", "scale", "add", "triad")
-NEEDED = ({"hpl_gflops", "hpcg_gflops", "power_w", "energy_j", "CommWorldProcs"}
-          | {m for m, *_ in HPCC_SUMMARY} | set(NETWORK_METRICS) | {f"stream_{k}" for k in STREAM_KERNELS})
 
 
 @dataclass
@@ -55,7 +33,7 @@ class Dataset:
         return [r for r in self.runs.values() if r["benchmark"] in benchmarks]
 
 
-def load(store: Store, selection: Selection, names: set[str] | None = NEEDED) -> Dataset:
+def load(store: Store, selection: Selection, names: set[str] | None) -> Dataset:
     """The selected runs and their metrics of these names (all metrics for None)."""
     runs = {r["id"]: r for r in select_runs(store, selection)}
     for run in runs.values():

@@ -11,6 +11,7 @@ from clusterbench.analysis import lists
 from clusterbench.analysis.dataset import Dataset
 from clusterbench.report.model import Options, Section, Table
 
+METRICS = {"hpl_gflops", "hpcg_gflops", "power_w"}
 NEIGHBOUR_COLUMNS = ["position", "TOP500 rank", "system", "site", "country", "Rmax (TFlop/s)", "power (kW)",
                      "GFlops/W", "HPCG (TFlop/s)", "runs"]
 

@@ -2,15 +2,33 @@
 per node count x process layout, and the balance of network to compute.
 
 Balance = random-ring bandwidth / HPL rate per process, in byte/flop: how many bytes each
-process can exchange with the others for every flop it computes (HPCC's own ratio; a
-machine below ~0.01 byte/flop struggles with communication-bound codes).
+process can exchange with the others for every flop it computes, the ratio that tells a
+machine built for communication-bound codes from one built for the HPL list.
 """
 
 from __future__ import annotations
 
-from clusterbench.analysis.dataset import HPCC_SUMMARY, Dataset
+from clusterbench.analysis.dataset import Dataset
 from clusterbench.analysis.stats import describe as stats_of
 from clusterbench.report.model import Section, Table
+
+HPCC_SUMMARY = (  # (metric, label, unit, scale to the shown unit)
+    ("HPL_Tflops", "HPL", "Gflop/s", 1000.0),
+    ("StarDGEMM_Gflops", "DGEMM per process (star)", "Gflop/s", 1.0),
+    ("SingleDGEMM_Gflops", "DGEMM single process", "Gflop/s", 1.0),
+    ("PTRANS_GBs", "PTRANS", "GB/s", 1.0),
+    ("MPIRandomAccess_GUPs", "RandomAccess (MPI)", "GUP/s", 1.0),
+    ("StarRandomAccess_GUPs", "RandomAccess per process (star)", "GUP/s", 1.0),
+    ("StarSTREAM_Triad", "STREAM Triad per process (star)", "GB/s", 1.0),
+    ("SingleSTREAM_Triad", "STREAM Triad single process", "GB/s", 1.0),
+    ("MPIFFT_Gflops", "FFT (MPI)", "Gflop/s", 1.0),
+    ("StarFFT_Gflops", "FFT per process (star)", "Gflop/s", 1.0),
+    ("MinPingPongLatency_usec", "Ping-pong latency, min", "us", 1.0),
+    ("MaxPingPongBandwidth_GBytes", "Ping-pong bandwidth, max", "GB/s", 1.0),
+    ("RandomlyOrderedRingLatency_usec", "Random-ring latency", "us", 1.0),
+    ("RandomlyOrderedRingBandwidth_GBytes", "Random-ring bandwidth", "GB/s", 1.0),
+)
+METRICS = {m for m, *_ in HPCC_SUMMARY} | {"CommWorldProcs"}
 
 
 def layout(run: dict) -> str:

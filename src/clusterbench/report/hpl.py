@@ -14,6 +14,7 @@ from clusterbench.report.model import Figure, Options, Point, Section, Series, T
 from clusterbench.report.system import node_peak, run_node_peak
 
 HPL_BENCHMARKS = ("hpl", "hpcc")
+METRICS = {"hpl_gflops"}
 
 
 def topology(run: dict, labels: dict) -> str:

@@ -7,10 +7,12 @@ all four kernels.
 
 from __future__ import annotations
 
-from clusterbench.analysis.dataset import STREAM_KERNELS, Dataset, describe, tag_keys, varying
+from clusterbench.analysis.dataset import Dataset, describe, tag_keys, varying
 from clusterbench.report.figures import aggregate, range_text
 from clusterbench.report.model import Figure, Section, Table
 
+STREAM_KERNELS = ("copy", "scale", "add", "triad")
+METRICS = {f"stream_{k}" for k in STREAM_KERNELS}
 PLACEMENT_KEYS = ("node_count", "origin", "bind_to", "map_by", "places")
 
 

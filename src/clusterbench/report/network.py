@@ -18,6 +18,7 @@ SOURCES = {  # benchmark -> (latency metric, bandwidth metric, bandwidth scale t
     "imb": ("imb_time_us", "imb_bandwidth", MIB_TO_MB, "IMB PingPong"),
     "osu": ("osu_latency_us", "osu_bandwidth", 1.0, "OSU"),
 }
+METRICS = {name for lat, bw, *_ in SOURCES.values() for name in (lat, bw)}
 PLACEMENT_KEYS = ("node_count", "origin", "interconnect", "net_if", "map_by", "bind_to", "rank_by")
 QUOTED_SIZES = (0, 1024, 8192, 32768)
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from clusterbench.analysis.dataset import Dataset
 from clusterbench.report.model import Options, Section, Table
 
+METRICS: set[str] = set()  # reads the stored system descriptions only
+
 
 @dataclass
 class Peak:
