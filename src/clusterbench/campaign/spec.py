@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, field_validator
 
 from clusterbench.errors import UserInputError
 from clusterbench.units import parse_duration
@@ -46,10 +46,6 @@ _SPACE_SCHEMA = {
 }
 ParamValue = Annotated[Any, WithJsonSchema(_VALUE_SCHEMA)]
 SpaceValue = Annotated[Any, WithJsonSchema(_SPACE_SCHEMA)]
-Duration = Annotated[str | int | float, WithJsonSchema(
-    {"type": ["string", "number"], "description": "seconds, or a duration like 90s, 10m, 2h"})]
-
-
 def _duration(value: str | int | float | None) -> float | None:
     if value is None:
         return None
@@ -62,18 +58,22 @@ def _duration(value: str | int | float | None) -> float | None:
     return seconds
 
 
+def _checked_duration(value: str | int | float) -> str | int | float:
+    """Validated where written (file:line:field), kept as written (the campaign's own text)."""
+    _duration(value)
+    return value
+
+
+Duration = Annotated[str | int | float, AfterValidator(_checked_duration), WithJsonSchema(
+    {"type": ["string", "number"], "description": "seconds, or a duration like 90s, 10m, 2h"})]
+
+
 class _Timed(BaseModel):
     """The per-run `timeout` both a campaign (default) and a block (override) may set."""
 
     model_config = ConfigDict(extra="forbid")
 
     timeout: Duration | None = Field(None, description="per-run limit; the whole process tree is killed")
-
-    @field_validator("timeout")
-    @classmethod
-    def _positive(cls, value: Any) -> Any:
-        _duration(value)
-        return value
 
     @property
     def timeout_s(self) -> float | None:
@@ -128,12 +128,6 @@ class SlurmSection(BaseModel):
     srun: SrunSection | None = Field(None, description="launch with srun; absent: mpirun inside the job")
     poll: Duration = Field(2, description="how often the queue is polled")
     max_queued: int = Field(100, ge=1, description="jobs queued at once")
-
-    @field_validator("poll")
-    @classmethod
-    def _positive(cls, value: Any) -> Any:
-        _duration(value)
-        return value
 
     @property
     def poll_s(self) -> float:
