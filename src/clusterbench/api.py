@@ -13,17 +13,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from clusterbench.store.db import Store
+from clusterbench.store.db import Store, decoded_run
 
 
 def runs(db: str | Path | None = None, benchmark: str | None = None,
          campaign: str | None = None, status: str | None = None) -> pd.DataFrame:
     """One row per run; params/env/tags decoded into dicts."""
     with Store(db) as store:
-        rows = [dict(r) for r in store.runs(benchmark=benchmark, campaign=campaign, status=status)]
-    for r in rows:
-        for key in ("params", "env", "launcher", "tags", "facts"):
-            r[key] = json.loads(r[key]) if r.get(key) else {}
+        rows = [decoded_run(r) for r in store.runs(benchmark=benchmark, campaign=campaign, status=status)]
     return pd.DataFrame(rows)
 
 

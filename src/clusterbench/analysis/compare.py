@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from clusterbench.analysis.dataset import load
 from clusterbench.analysis.select import Selection
 from clusterbench.analysis.stats import describe
+from clusterbench.errors import UserInputError
 from clusterbench.store.db import Store
 
 MIN_REPEATS = 3
@@ -41,7 +42,7 @@ class Row:
 def compare(store: Store, a: Selection, b: Selection, test: str = "welch", alpha: float = 0.05,
             metrics: list[str] | None = None, with_unitless: bool = False) -> list[Row]:
     """One row per metric (and identifying labels) that both sides measured validly."""
-    side_a, side_b = _samples(store, a, metrics), _samples(store, b, metrics)
+    side_a, side_b = _samples(store, a, metrics, "baseline"), _samples(store, b, metrics, "candidate")
     rows = []
     for key in sorted(side_a.keys() & side_b.keys()):
         metric, labels, unit, hib = key
@@ -80,9 +81,11 @@ def verdict(a: list[float], b: list[float], p: float | None, alpha: float, highe
     return "better" if better else "worse"
 
 
-def _samples(store: Store, selection: Selection, metrics: list[str] | None) -> dict:
+def _samples(store: Store, selection: Selection, metrics: list[str] | None, side: str) -> dict:
     """(metric, labels, unit, higher is better) -> (values, run ids), valid values only."""
     data = load(store, selection, names=set(metrics) if metrics else None)
+    if not data.runs:
+        raise UserInputError(f"the {side} selection {selection.describe()!r} matches no stored run")
     out: dict = {}
     for rec in data.metrics[data.metrics["valid"]].itertuples(index=False):
         labels = ", ".join(f"{k}={rec.labels[k]}" for k in IDENTITY_LABELS if k in rec.labels)

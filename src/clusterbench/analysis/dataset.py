@@ -20,7 +20,7 @@ from clusterbench.store.db import Store
 
 @dataclass
 class Dataset:
-    runs: dict[str, dict]  # run id -> run (params, tags, facts, launcher decoded), selected only
+    runs: dict[str, dict]  # run id -> run (JSON columns decoded), selected only
     metrics: pd.DataFrame  # run_id, benchmark, name, value, unit, labels, valid, nodes, higher_is_better
     systems: dict[str, dict] = field(default_factory=dict)  # system id -> stored info
 

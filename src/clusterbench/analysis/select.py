@@ -16,12 +16,11 @@ An empty selection is every stored run.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 from clusterbench.errors import UserInputError
-from clusterbench.store.db import Store
+from clusterbench.store.db import Store, decoded_run
 
 KINDS = ("campaign", "tag", "run", "source", "benchmark")
 
@@ -82,12 +81,5 @@ def parse_selection(items: list[str] | str | None, store: Store) -> Selection:
 
 
 def select_runs(store: Store, selection: Selection) -> list[dict]:
-    """The selected runs, oldest first, with params/tags/facts/launcher decoded."""
-    out = []
-    for row in store.all_runs():
-        run = dict(row)
-        for key in ("params", "tags", "facts", "launcher"):
-            run[key] = json.loads(run[key]) if run.get(key) else {}
-        if selection.matches(run):
-            out.append(run)
-    return out
+    """The selected runs, oldest first, with their JSON columns decoded."""
+    return [run for run in map(decoded_run, store.all_runs()) if selection.matches(run)]

@@ -164,11 +164,13 @@ def _print_runs(store, rows) -> None:
 
 
 def _show_run(store, run_id: str, fmt: Format) -> None:
+    from clusterbench.store.db import decoded_run
+
     r = store.run(run_id)
     if r is None:
         raise UserInputError(f"no run with id {run_id!r}", hint="list run ids with `clusterbench results`")
     metrics = store.metrics(run_id)
-    data = dict(r) | {k: json.loads(r[k]) for k in ("params", "env", "launcher", "tags", "facts")}
+    data = decoded_run(r)
     data["metrics"] = [dict(m) | {"labels": json.loads(m["labels"])} for m in metrics]
     data["artifacts"] = [dict(a) for a in store.artifacts(run_id)]
     if fmt != Format.table:

@@ -25,29 +25,29 @@ def section(data: Dataset, options: Options) -> Section | None:
     hpcg, hpcg_run = _best(data, "hpcg_gflops")
     edition, entries = lists.load(options.top500_edition)
     title = lists.edition_title(edition)
-    ours = [[rmax_run] if rmax_run else []]
+    ours = [rmax_run] if rmax_run else []  # the runs behind this system's row
     out = Section("energy", "Energy and lists", [
         f"Placement on {title} (bundled list data from TOP500.org; see the data README). "
         "The efficiency order is derived from the systems of that edition with a power figure, "
         "so it approximates the Green500, which also admits systems outside the TOP500."])
     summary = Table("energy-summary", "Efficiency and placement", ["figure", "value", "source", "runs"], [])
     summary.rows.append(["Rmax (Gflop/s)", rmax, "given with --rmax" if rmax_run is None else "best valid HPL run",
-                         *ours])
+                         ours])
     at_rmax = lists.by_rmax(entries, rmax)
     summary.rows.append([f"{title} rank by Rmax", _position(at_rmax, "TOP500"), "", []])
     out.tables.append(summary)
     out.tables.append(_neighbours("energy-rmax-neighbours", f"Neighbours by Rmax on {title}",
-                                  at_rmax, rmax / 1000, None, None, ours[0]))
+                                  at_rmax, rmax / 1000, None, None, ours))
     if power:
         efficiency = rmax / power
         at_eff = lists.by_efficiency(entries, efficiency)
-        summary.rows[1:1] = [["power during HPL (W)", power, power_from, ours[0] if "measured" in power_from else []],
-                             ["efficiency (GFlops/W)", efficiency, "Rmax / power", ours[0]]]
+        summary.rows[1:1] = [["power during HPL (W)", power, power_from, ours if "measured" in power_from else []],
+                             ["efficiency (GFlops/W)", efficiency, "Rmax / power", ours]]
         summary.rows.append([f"position by efficiency ({title}, Green500 order)", _position(at_eff, "power"),
                              "", []])
         out.tables.append(_neighbours("energy-green500-neighbours",
                                       f"Neighbours by efficiency ({title}, Green500 order)",
-                                      at_eff, rmax / 1000, power / 1000, efficiency, ours[0]))
+                                      at_eff, rmax / 1000, power / 1000, efficiency, ours))
     else:
         out.paragraphs.append("No power figure: give --power-watts (measured at the wall during HPL), or run "
                               "where RAPL energy counters or `ipmitool dcmi power reading` are available.")

@@ -17,13 +17,18 @@ class Peak:
     derivation: str
 
 
+def _stored_peak(system: dict | None) -> dict:
+    """The `peak` part of a stored system description ({} when there is none)."""
+    return ((system or {}).get("info") or {}).get("peak") or {}
+
+
 def node_peak(data: Dataset, options: Options) -> Peak | None:
     """Rpeak of one node: the user's figure, else the one derived for the system most runs used."""
     if options.rpeak_node_gflops:
         return Peak(options.rpeak_node_gflops, "given with --rpeak-node")
     counts = Counter(r["system_id"] for r in data.runs.values() if r.get("system_id") in data.systems)
     for system_id, _ in counts.most_common():
-        peak = data.systems[system_id]["info"].get("peak") or {}
+        peak = _stored_peak(data.systems[system_id])
         if peak.get("rpeak_node_gflops"):
             return Peak(float(peak["rpeak_node_gflops"]), peak.get("derivation") or "")
     return None
@@ -33,8 +38,7 @@ def run_node_peak(data: Dataset, options: Options, run: dict) -> float | None:
     """Rpeak of a node of the system this run ran on; None for imported runs (unknown machine)."""
     if options.rpeak_node_gflops:
         return options.rpeak_node_gflops
-    system = data.systems.get(run.get("system_id") or "")
-    return ((system or {}).get("info", {}).get("peak") or {}).get("rpeak_node_gflops")
+    return _stored_peak(data.systems.get(run.get("system_id") or "")).get("rpeak_node_gflops")
 
 
 def section(data: Dataset, options: Options) -> Section | None:
@@ -49,7 +53,7 @@ def section(data: Dataset, options: Options) -> Section | None:
                    "how it was derived"], [])
     for system_id, system in data.systems.items():
         info = system["info"]
-        topo, mem, peak = info.get("topology") or {}, info.get("memory") or {}, info.get("peak") or {}
+        topo, mem, peak = info.get("topology") or {}, info.get("memory") or {}, _stored_peak(system)
         sw = info.get("software") or {}
         ids = [r["id"] for r in data.runs.values() if r.get("system_id") == system_id]
         max_nodes = max(data.runs[i]["node_count"] for i in ids)

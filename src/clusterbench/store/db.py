@@ -391,6 +391,17 @@ class Store:
         return self.conn.execute(sql + " ORDER BY id", args).fetchall()
 
 
+JSON_RUN_COLUMNS = ("params", "env", "launcher", "tags", "facts")
+
+
+def decoded_run(row: sqlite3.Row) -> dict:
+    """A run row as a dict with its JSON columns (params, env, launcher, tags, facts) decoded."""
+    run = dict(row)
+    for key in JSON_RUN_COLUMNS:
+        run[key] = json.loads(run[key]) if run.get(key) else {}
+    return run
+
+
 def _artifact(path: Path) -> tuple[str, str, str, int, bytes | None]:
     data = path.read_bytes()
     digest = hashlib.sha256(data).hexdigest()
