@@ -1,21 +1,22 @@
 # The two commands a user needs: `make run` and `make test`.
-# Both run `make setup` first, so they work on a fresh Debian 12 machine as root.
+# Both set up what they need first, so they work on a fresh Debian 12 machine as root:
+#   make run    installs only what `clusterbench run` needs (compiler, Open MPI, BLAS variants, hpcc, hwloc)
+#   make test   adds what the tests need (MPICH, Slurm, munge, sshd, Chromium, ...), all left disabled
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 CB     := $(VENV)/bin/clusterbench
-STAMP  := $(VENV)/.installed
 
-.PHONY: setup run test lint clean
+.PHONY: setup setup-run run test lint clean
+
+setup-run:
+	@scripts/setup-system.sh run
+	@scripts/setup-python.sh $(VENV) run
 
 setup:
-	@scripts/setup-system.sh
-	@$(MAKE) --no-print-directory $(STAMP)
+	@scripts/setup-system.sh test
+	@scripts/setup-python.sh $(VENV) test
 
-$(STAMP): pyproject.toml
-	@scripts/setup-python.sh $(VENV)
-	@touch $(STAMP)
-
-run: setup
+run: setup-run
 	$(CB) run $(ARGS)
 
 test: setup

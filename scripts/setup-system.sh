@@ -1,20 +1,40 @@
 #!/usr/bin/env bash
-# Install the Debian/Ubuntu packages clusterbench needs, only those that are missing.
+# Install the Debian packages clusterbench needs, only those that are missing, at one of two levels:
+#   run   what `clusterbench run` needs on one box: a compiler, Open MPI, the BLAS variants, hpcc, hwloc
+#   test  run + what the test suite needs: MPICH, Slurm, munge, sshd (for the virtual cluster), Chromium,
+#         iperf3 and the autotools that some official sources want
 # As root it installs them; otherwise it prints the exact command to run and fails.
+#
+# Neither level leaves a daemon running or enabled on the host: packages are installed under a
+# policy-rc.d that forbids starting services, and every systemd unit the install newly enabled is
+# disabled again. The virtual cluster (scripts/virtual-cluster) starts its own daemons inside its
+# namespaces and stops them on `down`.
 set -euo pipefail
 
-PACKAGES=(
+level=${1:-test}
+
+RUN_PACKAGES=(
   build-essential python3-venv
   openmpi-bin libopenmpi-dev
   libopenblas-dev libopenblas0-serial libopenblas0-openmp libopenblas0-pthread
   libblis-dev
-  hpcc hwloc iperf3
-  slurm-wlm munge openssh-server openssh-client iproute2 util-linux
+  hpcc hwloc util-linux
+)
+TEST_PACKAGES=(
+  mpich libmpich-dev
+  iperf3 slurm-wlm munge openssh-server openssh-client iproute2
+  autoconf automake libtool
   chromium fonts-dejavu-core
 )
 
+case "$level" in
+  run) PACKAGES=("${RUN_PACKAGES[@]}") ;;
+  test) PACKAGES=("${RUN_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
+  *) echo "setup: unknown level '$level' (use: run or test)" >&2; exit 2 ;;
+esac
+
 if ! command -v dpkg-query >/dev/null 2>&1; then
-  echo "setup: not a Debian/Ubuntu system; install MPI, OpenBLAS, BLIS, hpcc and hwloc with your package manager" >&2
+  echo "setup: not a Debian/Ubuntu system; install ${PACKAGES[*]} (or your distribution's equivalents)" >&2
   exit 0
 fi
 
@@ -30,8 +50,48 @@ cmd="apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-in
 if [ "$(id -u)" -ne 0 ]; then
   echo "setup: missing system packages: ${missing[*]}" >&2
   echo "setup: run as root:  $cmd" >&2
+  echo "setup: (services these packages enable, such as ssh, slurmd or munge, are not needed: disable them)" >&2
   exit 1
 fi
-echo "setup: installing ${missing[*]}"
+
+# The units enabled before the install: anything enabled after it that is not in this list was
+# enabled by the install and is disabled again below.
+enabled_units() {
+  find /etc/systemd/system -type l -path '*.wants/*' -printf '%f\n' 2>/dev/null | sort -u
+}
+before=$(enabled_units)
+
+# Forbid service start-up during the install (invoke-rc.d and deb-systemd-invoke obey it), and put
+# back whatever policy-rc.d was there before.
+policy=/usr/sbin/policy-rc.d
+saved_policy=""
+if [ -e "$policy" ]; then
+  saved_policy=$(mktemp)
+  cp -p "$policy" "$saved_policy"
+fi
+restore_policy() {
+  if [ -n "$saved_policy" ]; then
+    cp -p "$saved_policy" "$policy"
+    rm -f "$saved_policy"
+  else
+    rm -f "$policy"
+  fi
+}
+trap restore_policy EXIT
+printf '#!/bin/sh\n# clusterbench setup: no service starts during the install\nexit 101\n' >"$policy"
+chmod 755 "$policy"
+
+echo "setup ($level): installing ${missing[*]}"
 apt-get update -qq
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+
+after=$(enabled_units)
+new_units=$(comm -13 <(printf '%s\n' "$before") <(printf '%s\n' "$after") | grep -v '^$' || true)
+for unit in $new_units; do
+  echo "setup: disabling $unit (enabled by the install; clusterbench needs no daemon on the host)"
+  if command -v systemctl >/dev/null 2>&1; then
+    systemctl disable --now "$unit" >/dev/null 2>&1 || systemctl disable "$unit" >/dev/null 2>&1 || true
+  fi
+  # Without a running systemd, `systemctl disable` may not act: remove the links ourselves.
+  find /etc/systemd/system -type l -path "*.wants/$unit" -delete 2>/dev/null || true
+done

@@ -15,6 +15,7 @@ from clusterbench.errors import UserInputError
 from clusterbench.launch import slurm
 from clusterbench.launch.mpirun import MpiLaunch, mpirun_command
 from clusterbench.launch.site import Site, SlurmOptions, SrunOptions, srun_command
+from clusterbench.system.mpi import MpiStack
 
 
 def test_hostfile_forms_are_read_in_order():
@@ -120,8 +121,9 @@ def test_mpirun_lines_for_hosts_interconnect_and_ranking(tmp_path: Path):
     assert f"--hostfile {tmp_path / 'hostfile'}" in line and "--rank-by core" in line
     assert "--mca btl self,tcp" in line and "--mca btl_tcp_if_include eth1" in line and "-x OMP_NUM_THREADS" in line
     assert cmd[-2:] == ["--report-bindings", "./a.out"]
+    mpich = MpiStack("mpich", "MPICH", "4.0.2", "mpirun.mpich", "mpicc.mpich", "mpicxx.mpich")
     hydra = mpirun_command(MpiLaunch(ranks=4, hostfile="hf", ranks_per_node=2, interconnect="tcp",
-                                     env={"A": "1"}), ["./a.out"], implementation="MPICH")
+                                     env={"A": "1"}), ["./a.out"], mpich)
     assert hydra[1:5] == ["-n", "4", "-f", "hf"] and "-ppn" in hydra
     assert "MPIR_CVAR_NOLOCAL" in hydra and ["-genv", "A", "1"] == hydra[hydra.index("A") - 1:hydra.index("A") + 2]
 

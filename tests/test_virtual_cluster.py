@@ -109,10 +109,13 @@ def test_hpcc_over_one_and_two_nodes_through_mpirun_and_slurm(shared_db, tmp_pat
     assert metric(shared_db, "vc-mpirun-%", "CommWorldProcs", "%") in (1.0, 2.0)
 
 
-def test_ping_pong_between_nodes_is_slower_than_within_one(shared_db, tmp_path):
-    campaign = write(tmp_path / "pp.yaml", """
-name: vc-pingpong
-cluster: {launcher: mpirun, hosts: "node[1-2]"}
+needs_mpich = pytest.mark.skipif(not shutil.which("mpirun.mpich"), reason="needs Debian's mpich (make setup)")
+
+
+@pytest.mark.parametrize("mpi", ["openmpi", pytest.param("mpich", marks=needs_mpich)])
+def test_ping_pong_between_nodes_is_slower_than_within_one(shared_db, tmp_path, mpi):
+    campaign = write(tmp_path / "pp.yaml", f"name: vc-pingpong-{mpi}\n" + """
+cluster: {launcher: mpirun, hosts: "node[1-2]", mpi: MPI}
 benchmarks:
   - benchmark: pingpong
     name: shm
@@ -124,12 +127,13 @@ benchmarks:
     name: tcp-two-nodes
     # not bound: each namespace node would bind its rank to the same physical core 0
     params: {nodes: 2, interconnect: tcp, bind_to: none, max_log2: 20, iter: 200}
-""")
+""".replace("MPI", mpi))
     out = cli("campaign", "run", str(campaign), "--json")
     assert out.returncode == 0, out.stdout + out.stderr
     by_block = {}
-    for r in query(shared_db, "SELECT id, nodes, tags FROM runs"):
+    for r in query(shared_db, "SELECT id, nodes, tags, command FROM runs"):
         by_block[json.loads(r["tags"])["block"]] = (r["id"], r["nodes"])
+        assert ("mpirun.mpich" in r["command"]) == (mpi == "mpich")
     assert by_block["tcp-two-nodes"][1] == "node[1-2]"
     lat = {b: metric(shared_db, rid, "latency_us", '%"bytes": 0}%') for b, (rid, _) in by_block.items()}
     bw = {b: metric(shared_db, rid, "pingpong_bandwidth", "%\"bytes\": 1048576%") for b, (rid, _) in by_block.items()}
@@ -158,6 +162,19 @@ def test_binding_by_mpirun_and_by_srun_is_what_the_probe_sees(shared_db, tmp_pat
     srun_cmd = query(shared_db, "SELECT command FROM runs WHERE campaign = 'vc-bind-srun'")[0]["command"]
     assert "--cpu-bind=cores" in srun_cmd and "--bind-to core" in query(
         shared_db, "SELECT command FROM runs WHERE campaign = 'vc-bind-mpirun'")[0]["command"]
+
+
+@needs_mpich
+def test_hydra_binds_ranks_on_two_nodes_as_the_probe_sees(shared_db, tmp_path):
+    """MPICH's Hydra over ssh: -f hostfile, -ppn 2, -bind-to core (Hydra user guide)."""
+    write(tmp_path / "h.yaml", "name: vc-bind-hydra\ncluster: {launcher: mpirun, hosts: 'node[1-2]', mpi: mpich}\n"
+          "benchmarks:\n  - benchmark: affinity\n    params: {nodes: 2, ranks: 4, threads: 1, bind_to: core}\n")
+    out = cli("campaign", "run", str(tmp_path / "h.yaml"), "--json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert placements(shared_db, "vc-bind-hydra") == {("node1", 0, (0,)), ("node1", 1, (1,)),
+                                                       ("node2", 2, (0,)), ("node2", 3, (1,))}
+    command = query(shared_db, "SELECT command FROM runs WHERE campaign = 'vc-bind-hydra'")[0]["command"]
+    assert "mpirun.mpich" in command and "-ppn 2" in command and "-bind-to core" in command
 
 
 def test_preflight_names_the_broken_nodes_and_nothing_runs(shared_db, tmp_path):

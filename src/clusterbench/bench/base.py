@@ -18,6 +18,7 @@ from clusterbench.launch.mpirun import MpiLaunch
 from clusterbench.launch.site import LOCAL, Site
 from clusterbench.plan.hpl import Layout
 from clusterbench.system.discover import SystemInfo
+from clusterbench.system.mpi import mpi_stack
 
 
 class Benchmark(ABC):
@@ -104,6 +105,7 @@ class MpiBenchmark(Benchmark):
     map_by: str | None = None
     blas_dir: str | None = None  # put first on LD_LIBRARY_PATH to load this BLAS variant
     interconnect: str | None = None  # None: the site's choice
+    mpi: str | None = None  # openmpi, mpich; None: the mpirun on PATH
     uses_blas = True
 
     def env(self) -> dict[str, str]:
@@ -114,7 +116,7 @@ class MpiBenchmark(Benchmark):
         if self.layout.threads_per_rank > 1 and bind == "core":
             bind = "none"  # several threads bound to one core would share it
         return MpiLaunch(ranks=self.layout.ranks, env=self.env(), bind_to=bind, map_by=self.map_by,
-                         interconnect=self.interconnect)
+                         interconnect=self.interconnect, mpi=self.mpi)
 
     def node_count(self) -> int:
         return max(1, -(-self.layout.ranks // max(self.layout.ranks_per_node, 1)))
@@ -125,4 +127,4 @@ class MpiBenchmark(Benchmark):
     def launcher(self) -> dict:
         launch = self.mpi_launch()
         return {"name": "mpirun", "ranks": launch.ranks, "bind_to": launch.bind_to, "map_by": launch.map_by,
-                "nodes": self.node_count()} | self.site.describe()
+                "nodes": self.node_count()} | mpi_stack(self.mpi).describe() | self.site.describe()

@@ -24,6 +24,7 @@ from clusterbench.plan.budget import HpccTimeModel
 from clusterbench.plan.hpl import Layout, check_problem
 from clusterbench.plan.hplinput import HplInput, render_hpccinf
 from clusterbench.system.discover import SystemInfo
+from clusterbench.system.mpi import check_binary_mpi
 
 HPL_PARAMS = (
     Param("n", int, REQUIRED, "HPL problem size N (the matrix is N x N doubles)", minimum=1),
@@ -90,6 +91,7 @@ class Hpcc(HplFamily):
     blas: str | None = None
     blas_dir: str | None = None
     interconnect: str | None = None
+    mpi: str | None = None
     name: str = "hpcc"
     artifacts: tuple[str, ...] = (INPUT, OUTPUT, "stdout.txt", "stderr.txt")
 
@@ -102,9 +104,12 @@ class Hpcc(HplFamily):
 
     @classmethod
     def from_point(cls, point: dict) -> Hpcc:
-        return cls(n=point["n"], nb=point["nb"], p=point["p"], q=point["q"],
-                   binary=find_hpcc(point.get("binary")), threshold=point["threshold"],
-                   **placement_fields(point))
+        binary = find_hpcc(point.get("binary"))
+        check_binary_mpi(binary, point.get("mpi"), "hpcc", hint=(
+            "Debian's hpcc is built with Open MPI: run hpcc with mpi: openmpi; for HPL with MPICH, "
+            "`clusterbench build hpl --mpi mpich` and the hpl benchmark"))
+        return cls(n=point["n"], nb=point["nb"], p=point["p"], q=point["q"], binary=binary,
+                   threshold=point["threshold"], **placement_fields(point))
 
     @classmethod
     def estimate_s(cls, point: dict, system: SystemInfo) -> float | None:
@@ -115,7 +120,7 @@ class Hpcc(HplFamily):
         return {"n": self.n, "nb": self.nb, "p": self.p, "q": self.q, "layout": self.layout.name,
                 "ranks": self.layout.ranks, "threads": self.layout.threads_per_rank,
                 "threshold": self.threshold, "bind_to": self.bind_to, "blas": self.blas,
-                "interconnect": self.interconnect}
+                "interconnect": self.interconnect, "mpi": self.mpi}
 
     def hpl_input(self) -> HplInput:
         return HplInput(ns=[self.n], nbs=[self.nb], grids=[(self.p, self.q)], device_out=8,

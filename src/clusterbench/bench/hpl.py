@@ -17,16 +17,24 @@ from clusterbench.plan.budget import DEFAULT_EFFICIENCY, STARTUP_S
 from clusterbench.plan.hpl import Layout, hpl_flops
 from clusterbench.plan.hplinput import HplInput, render_hpl_dat
 from clusterbench.system.discover import SystemInfo
+from clusterbench.system.mpi import check_binary_mpi, linked_mpi
 
 
-def find_xhpl(path: str | None = None) -> str | None:
-    """An explicit path, $CLUSTERBENCH_XHPL, xhpl on PATH, or the newest `clusterbench build hpl`."""
+def find_xhpl(path: str | None = None, mpi: str | None = None) -> str | None:
+    """An explicit path, $CLUSTERBENCH_XHPL, xhpl on PATH, or the newest `clusterbench build hpl`.
+
+    With `mpi` (openmpi, mpich), an xhpl on PATH linked to the other MPI is passed over, and the
+    newest build made with that MPI is taken."""
     if path and not (os.path.isfile(path) and os.access(path, os.X_OK)):
         raise MissingToolError(f"xhpl not found or not executable: {path}",
                                hint="give the path of a built xhpl binary")
-    built = registry.builds("xhpl")
-    return path or os.environ.get("CLUSTERBENCH_XHPL") or shutil.which("xhpl") or (
-        built[0]["binary"] if built else None)
+    if path or os.environ.get("CLUSTERBENCH_XHPL"):
+        return path or os.environ["CLUSTERBENCH_XHPL"]
+    on_path = shutil.which("xhpl")
+    if on_path and (mpi is None or linked_mpi(on_path) in (mpi, None)):
+        return on_path
+    built = [b for b in registry.builds("xhpl") if mpi is None or b.get("mpi", "openmpi") == mpi]
+    return built[0]["binary"] if built else None
 
 
 def xhpl_origin(binary: str) -> str:
@@ -50,6 +58,7 @@ class Hpl(HplFamily):
     blas: str | None = None
     blas_dir: str | None = None
     interconnect: str | None = None
+    mpi: str | None = None
     name: str = "hpl"
     artifacts: tuple[str, ...] = ("HPL.dat", "stdout.txt", "stderr.txt")
 
@@ -63,11 +72,15 @@ class Hpl(HplFamily):
 
     @classmethod
     def from_point(cls, point: dict) -> Hpl:
-        binary = find_xhpl(point.get("binary"))
+        binary = find_xhpl(point.get("binary"), point.get("mpi"))
         if not binary:
-            raise MissingToolError("xhpl not found (campaign benchmark 'hpl')",
-                                   hint="run `clusterbench build hpl`, or set binary: /path/to/xhpl, "
+            mpi = f" --mpi {point['mpi']}" if point.get("mpi") else ""
+            raise MissingToolError(f"xhpl{' for ' + point['mpi'] if point.get('mpi') else ''} not found "
+                                   "(campaign benchmark 'hpl')",
+                                   hint=f"run `clusterbench build hpl{mpi}`, or set binary: /path/to/xhpl, "
                                         "$CLUSTERBENCH_XHPL, or put xhpl on PATH")
+        check_binary_mpi(binary, point.get("mpi"), "xhpl",
+                         hint=f"`clusterbench build hpl --mpi {point.get('mpi')}`, or set binary: to such an xhpl")
         inp = HplInput(ns=[point["n"]], nbs=[point["nb"]], grids=[(point["p"], point["q"])],
                        threshold=point["threshold"])
         return cls(input=inp, binary=binary, **placement_fields(point))
@@ -83,7 +96,7 @@ class Hpl(HplFamily):
         flat = {k: (v[0] if len(v) == 1 else v) for k, v in single.items()}
         return flat | {"layout": self.layout.name, "ranks": self.layout.ranks,
                        "threads": self.layout.threads_per_rank, "bind_to": self.bind_to, "blas": self.blas,
-                       "interconnect": self.interconnect}
+                       "interconnect": self.interconnect, "mpi": self.mpi}
 
     def prepare(self, workdir: Path) -> None:
         (workdir / "HPL.dat").write_text(render_hpl_dat(self.input))

@@ -17,12 +17,13 @@ from typing import ClassVar
 
 from clusterbench.bench.base import Benchmark
 from clusterbench.bench.params import Param
-from clusterbench.bench.placement import BIND_CHOICES, blas_dir, choose_blas, library_path_env
+from clusterbench.bench.placement import BIND_CHOICES, MPI_PARAM, blas_dir, choose_blas, library_path_env
 from clusterbench.errors import UserInputError
 from clusterbench.launch.mpirun import INTERCONNECTS, MpiLaunch
 from clusterbench.native import build as native
 from clusterbench.plan.hpl import thread_env
 from clusterbench.system.discover import SystemInfo
+from clusterbench.system.mpi import default_mpi_name, mpi_stack
 
 PLACEMENT_PARAMS = (
     Param("nodes", int, 1, "nodes (ranks are spread evenly over them)", minimum=1),
@@ -32,6 +33,7 @@ PLACEMENT_PARAMS = (
     Param("map_by", str, None, "mpirun --map-by: core, socket, numa, node, ppr:1:socket, ..."),
     Param("interconnect", str, None, "transport: auto, shm, tcp, ib (default: the campaign's, else auto)",
           choices=INTERCONNECTS),
+    MPI_PARAM,
     Param("cflags", str, None, f"compiler flags (default: $CLUSTERBENCH_CFLAGS or '{native.DEFAULT_CFLAGS}')"),
 )
 BLAS_PARAM = Param("blas", str, None, "BLAS variant (openblas-serial, blis-openmp, ...) or 'default'")
@@ -62,6 +64,8 @@ class NativeKernel(Benchmark):
         threads = point.get("threads") or (max(cores // per_node, 1) if cls.threaded_default else 1)
         bind = point.get("bind_to") or ("core" if threads == 1 else "none")
         point.update(nodes=nodes, ranks=ranks, threads=threads, bind_to=bind)
+        if cls.needs_mpi or ranks > 1 or nodes > 1:  # runs under mpirun: record which MPI
+            point["mpi"] = point.get("mpi") or default_mpi_name()
         if cls.uses_blas:
             point["blas"] = choose_blas(point.get("blas"), threads)
         cls.check(point, system)
@@ -75,7 +79,7 @@ class NativeKernel(Benchmark):
         mpi = cls.needs_mpi or point["ranks"] > 1
         cflags = shlex.split(point["cflags"]) if point.get("cflags") else None
         built = native.build(cls.kernel, mpi=mpi, openmp=cls.openmp, libs=cls.libs, cflags=cflags,
-                             defines=("USE_MPI",) if mpi and not cls.needs_mpi else ())
+                             defines=("USE_MPI",) if mpi and not cls.needs_mpi else (), mpi_choice=point.get("mpi"))
         blas = point.get("blas")
         return cls(point=point, binary=built.binary, blas_dir=blas_dir(blas), blas=blas)
 
@@ -107,7 +111,7 @@ class NativeKernel(Benchmark):
     def mpi_launch(self) -> MpiLaunch:
         return MpiLaunch(ranks=self.point["ranks"], env=self.env(), bind_to=self.point["bind_to"],
                          map_by=self.point.get("map_by"), oversubscribe=self.point["ranks"] > os.cpu_count(),
-                         interconnect=self.point.get("interconnect"))
+                         interconnect=self.point.get("interconnect"), mpi=self.point.get("mpi"))
 
     def command(self) -> list[str]:
         program = [str(self.binary), *self.arguments()]
@@ -118,7 +122,8 @@ class NativeKernel(Benchmark):
             return {"name": "local", "binary": str(self.binary)}
         launch = self.mpi_launch()
         return {"name": "mpirun", "ranks": launch.ranks, "bind_to": launch.bind_to, "map_by": launch.map_by,
-                "nodes": self.node_count(), "binary": str(self.binary)} | self.site.describe()
+                "nodes": self.node_count(), "binary": str(self.binary)} | mpi_stack(launch.mpi).describe() \
+            | self.site.describe()
 
     def stdout(self, workdir: Path) -> str:
         try:

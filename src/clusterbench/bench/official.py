@@ -19,6 +19,7 @@ from clusterbench.bench.native import PLACEMENT_PARAMS, NativeKernel
 from clusterbench.bench.params import Param
 from clusterbench.build import registry
 from clusterbench.errors import MissingToolError
+from clusterbench.system.mpi import check_binary_mpi, linked_mpi
 
 BINARY_PARAM = Param("binary", str, None, "path of the benchmark binary (default: found as `clusterbench "
                      "benchmarks` shows)")
@@ -34,7 +35,14 @@ class Found:
         return f"{self.path} ({self.how})"
 
 
-def find_binary(names: tuple[str, ...], env_var: str | None = None, explicit: str | None = None) -> Found | None:
+def find_binary(names: tuple[str, ...], env_var: str | None = None, explicit: str | None = None,
+                mpi: str | None = None) -> Found | None:
+    """The binary to run. With `mpi` (openmpi, mpich), one found on $CLUSTERBENCH_PATH or PATH that
+    is linked to the other MPI is passed over, and only builds made with that MPI are taken."""
+
+    def fits(path: str) -> bool:
+        return mpi is None or linked_mpi(path) in (mpi, None)
+
     if explicit:
         if not (os.path.isfile(explicit) and os.access(explicit, os.X_OK)):
             raise MissingToolError(f"binary not found or not executable: {explicit}",
@@ -45,15 +53,15 @@ def find_binary(names: tuple[str, ...], env_var: str | None = None, explicit: st
     for folder in filter(None, os.environ.get("CLUSTERBENCH_PATH", "").split(os.pathsep)):
         for name in names:
             path = Path(folder) / name
-            if path.is_file() and os.access(path, os.X_OK):
+            if path.is_file() and os.access(path, os.X_OK) and fits(str(path)):
                 return Found(str(path), "$CLUSTERBENCH_PATH")
     for name in names:
         path = shutil.which(name)
-        if path:
+        if path and fits(path):
             modules = os.environ.get("LOADEDMODULES")
             return Found(path, f"PATH; modules loaded: {modules.replace(':', ', ')}" if modules else "PATH")
     for name in names:
-        built = registry.builds(name)
+        built = [b for b in registry.builds(name) if mpi is None or b.get("mpi", "openmpi") == mpi]
         if built:
             return Found(built[0]["binary"], f"built by clusterbench from {built[0].get('source')}")
     return None
@@ -80,7 +88,11 @@ class OfficialBinary(NativeKernel):
     @classmethod
     def from_point(cls, point: dict) -> OfficialBinary:
         names = cls.names_for(point)
-        found = find_binary(names, cls.env_var, point.get("binary"))
+        mpi = point.get("mpi")  # set by resolve() when the run goes through mpirun
+        found = find_binary(names, cls.env_var, point.get("binary"), mpi)
         if not found:
-            raise MissingToolError(f"{names[0]} not found (benchmark '{cls.name}')", hint=cls.install_hint)
+            raise MissingToolError(f"{names[0]}{' for ' + mpi if mpi else ''} not found (benchmark '{cls.name}')",
+                                   hint=cls.install_hint)
+        if mpi:
+            check_binary_mpi(found.path, mpi, names[0])
         return cls(point=point, binary=Path(found.path))

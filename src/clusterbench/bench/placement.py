@@ -26,11 +26,14 @@ from clusterbench.errors import UserInputError
 from clusterbench.launch.mpirun import INTERCONNECTS
 from clusterbench.plan.hpl import Layout, grids, layouts
 from clusterbench.system.discover import SystemInfo
+from clusterbench.system.mpi import MPI_CHOICES, default_mpi_name
 
 LAYOUT_NAMES = ("mpi", "hybrid-socket", "hybrid-node")
 BIND_CHOICES = ("core", "socket", "numa", "none")
 DEFAULT_BLAS = "default"  # whatever libblas.so.3 the system alternative points at
 
+MPI_PARAM = Param("mpi", str, None, "MPI implementation: openmpi or mpich (default: the campaign's cluster.mpi, "
+                  "else the mpirun on PATH)", choices=MPI_CHOICES)
 MPI_PARAMS = (
     Param("layout", str, "mpi", "rank/thread layout: mpi, hybrid-socket or hybrid-node",
           choices=LAYOUT_NAMES),
@@ -44,6 +47,7 @@ MPI_PARAMS = (
     Param("blas", str, None, "BLAS variant directory (openblas-serial, blis-openmp, ...) or 'default'"),
     Param("interconnect", str, None, "transport: auto, shm (shared memory only), tcp, ib "
           "(default: the campaign's cluster: section, else auto)", choices=INTERCONNECTS),
+    MPI_PARAM,
 )
 
 
@@ -94,6 +98,7 @@ def resolve_placement(point: dict, system: SystemInfo) -> None:
     point.update(_placement(point.get("layout", "mpi"), point.get("nodes", 1), point.get("ranks"),
                             point.get("threads"), point.get("bind_to"), point.get("blas"),
                             max(topo.sockets, 1), topo.cores_total))
+    point["mpi"] = point.get("mpi") or default_mpi_name()
 
 
 @lru_cache(maxsize=4096)  # the points of a sweep share a handful of placements
@@ -118,6 +123,7 @@ def placement_fields(point: dict) -> dict:
         "blas": blas,
         "blas_dir": blas_dir(blas),
         "interconnect": point.get("interconnect"),
+        "mpi": point.get("mpi"),
     }
 
 

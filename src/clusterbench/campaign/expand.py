@@ -121,6 +121,8 @@ def _expand_block(campaign: Campaign, block: BenchmarkBlock, loc: Location,
 
     axes = {name: _space_values(ctx, name, raw) for name, raw in block.space.items()}
     literal, derived = _split_params(ctx, block.params)
+    if campaign.cluster.mpi and "mpi" in declared and "mpi" not in block.params and "mpi" not in axes:
+        literal["mpi"] = campaign.cluster.mpi  # the campaign's MPI, unless the block chooses
     order = _derivation_order(ctx, derived, set(literal) | set(axes))
     where = [(k, _expression(ctx, text, "where", k)) for k, text in enumerate(block.where)]
     env_spec = {k: str(v) for k, v in (campaign.env | block.env).items()}

@@ -142,6 +142,8 @@ class ClusterSection(BaseModel):
     launcher: Literal["local", "mpirun", "slurm"] = "local"
     hosts: str | None = Field(None, description="node set (node[1-8]), hostfile path, or 'slurm' (the allocation)")
     interconnect: Literal["auto", "shm", "tcp", "ib"] = Field("auto", description="default transport of MPI runs")
+    mpi: Literal["openmpi", "mpich"] | None = Field(
+        None, description="default MPI of MPI runs (each has its own mpirun and mpicc); absent: the mpirun on PATH")
     net_if: str | None = Field(None, description="TCP interface or CIDR for MPI traffic, e.g. eth1 or 10.0.0.0/24")
     rank_by: str | None = Field(None, description="mpirun --rank-by")
     mpi_args: list[str] = Field(default_factory=list, description="more mpirun arguments")

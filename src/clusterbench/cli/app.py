@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from enum import Enum
 from typing import Annotated
 
 import typer
@@ -18,6 +19,17 @@ app = typer.Typer(
 )
 console = Console()
 err_console = Console(stderr=True)
+
+
+class MpiChoice(str, Enum):
+    """The MPI implementations a run or a build can name (each with its own mpirun and mpicc)."""
+
+    openmpi = "openmpi"
+    mpich = "mpich"
+
+
+MpiOpt = Annotated[MpiChoice | None, typer.Option(
+    "--mpi", help="MPI: openmpi or mpich (default: the mpirun and mpicc on PATH).")]
 
 
 @app.callback()

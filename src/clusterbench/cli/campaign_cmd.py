@@ -48,7 +48,8 @@ def load_runs(path: Path, preflight: bool = False, force: bool = False, quiet: b
 
         nodes = max((r.params.get("nodes") or 1 for r in runs), default=1)
         inv = Inventory(site.inventory.first(nodes), site.inventory.source)
-        result = run_preflight(inv, binaries_of(runs), quiet=quiet)
+        mpis = tuple(sorted({r.params["mpi"] for r in runs if r.params.get("mpi")})) or (None,)
+        result = run_preflight(inv, binaries_of(runs), quiet=quiet, mpis=mpis)
         if not result.ok:
             print_preflight(result, inv)
             if not force:

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from clusterbench.cli.app import app, console, err_console
+from clusterbench.cli.app import MpiChoice, app, console, err_console
 
 cluster_app = typer.Typer(help="Nodes of a cluster: facts, preflight checks, a command on all, BLAS.",
                           no_args_is_help=True)
@@ -64,14 +64,15 @@ def problems_table(problems) -> Table:
     return table
 
 
-def run_preflight(inv, binaries: list[str], mpi: bool = True, quiet: bool = False):
+def run_preflight(inv, binaries: list[str], mpi: bool = True, quiet: bool = False,
+                  mpis: tuple[str | None, ...] = (None,)):
     from rich.progress import Progress
 
     from clusterbench.cluster.preflight import check_cluster
 
     with Progress(console=err_console, transient=True, disable=quiet) as progress:
         task = progress.add_task(f"checking {len(inv.hosts)} node(s)", total=len(inv.hosts))
-        result = check_cluster(inv, binaries, mpi_hello=mpi, on_node=lambda _f: progress.advance(task))
+        result = check_cluster(inv, binaries, mpi_hello=mpi, on_node=lambda _f: progress.advance(task), mpis=mpis)
     return result
 
 
@@ -104,12 +105,16 @@ def cluster_check(
     binary: Annotated[list[str] | None, typer.Option(
         "--binary", "-b", help="A benchmark binary whose checksum must match on every node (repeatable).")] = None,
     mpi: Annotated[bool, typer.Option("--mpi/--no-mpi", help="Run an MPI hello-world across all nodes.")] = True,
+    mpi_impl: Annotated[list[MpiChoice] | None, typer.Option(
+        "--mpi-impl", help="The MPI of the hello-world: openmpi or mpich (repeatable; default: the mpirun on PATH).")]
+    = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Preflight: reachable, names, binaries, BLAS, MPI, kernel, clocks, MPI across nodes.
     Exit code 1 when a node is inconsistent."""
     inv = resolve_hosts(hosts)
-    result = run_preflight(inv, binary or [], mpi, quiet=as_json)
+    mpis = tuple(m.value for m in mpi_impl) if mpi_impl else (None,)
+    result = run_preflight(inv, binary or [], mpi, quiet=as_json, mpis=mpis)
     if as_json:
         print(json.dumps(result.to_dict(), indent=2, default=str))
     else:

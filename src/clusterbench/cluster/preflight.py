@@ -57,7 +57,9 @@ class Preflight:
 
 def check_cluster(inv: Inventory, binaries: list[str] = (), mpi_hello: bool = True,
                   skew_limit_s: float = CLOCK_SKEW_LIMIT_S,
-                  on_node: Callable[[NodeFacts], None] | None = None) -> Preflight:
+                  on_node: Callable[[NodeFacts], None] | None = None,
+                  mpis: tuple[str | None, ...] = (None,)) -> Preflight:
+    """Every check on the nodes of `inv`; the MPI hello-world once with each MPI in `mpis`."""
     facts = gather(inv.names, binaries, on_node=on_node)
     result = Preflight(facts)
     result.problems += reachability(facts)
@@ -68,7 +70,8 @@ def check_cluster(inv: Inventory, binaries: list[str] = (), mpi_hello: bool = Tr
         result.problems += odd_ones_out(up, label, lambda f, a=attribute: getattr(f, a))
     result.problems += clocks(up, skew_limit_s)
     if mpi_hello and up and len(up) == len(facts):
-        result.problems += hello_world(inv)
+        for mpi in mpis:
+            result.problems += hello_world(inv, mpi=mpi)
     return result
 
 
@@ -153,30 +156,34 @@ def clocks(facts: list[NodeFacts], limit_s: float) -> list[Problem]:
             and abs(f.clock_skew_s) - (f.clock_uncertainty_s or 0) > limit_s]
 
 
-def hello_world(inv: Inventory, timeout_s: float = 60.0) -> list[Problem]:
-    """One rank per node of the affinity probe (a real MPI program); every node must answer."""
+def hello_world(inv: Inventory, timeout_s: float = 60.0, mpi: str | None = None) -> list[Problem]:
+    """One rank per node of the affinity probe (a real MPI program, built with MPI `mpi`); every
+    node must answer."""
     from clusterbench.bench.affinity import parse_affinity
     from clusterbench.cluster.hosts import render_hostfile
     from clusterbench.launch.mpirun import MpiLaunch, mpirun_command
     from clusterbench.native import build as native
+    from clusterbench.system.mpi import mpi_stack
 
+    check = "MPI hello-world" + (f" ({mpi})" if mpi else "")
     try:
-        binary = native.build("affinity", mpi=True, openmp=True).binary
+        stack = mpi_stack(mpi)
+        binary = native.build("affinity", mpi=True, openmp=True, mpi_choice=mpi).binary
     except Exception as exc:  # noqa: BLE001 - no compiler is a preflight finding, not a crash
-        return [Problem("all", "MPI hello-world", f"cannot build the probe: {exc}")]
+        return [Problem("all", check, f"cannot build the probe: {exc}")]
     with tempfile.TemporaryDirectory(prefix="clusterbench-preflight-") as folder:
         hostfile = Path(folder) / "hosts"  # read by mpirun here; the nodes never see it
-        hostfile.write_text(render_hostfile(inv.hosts, 1))
-        launch = MpiLaunch(ranks=len(inv.hosts), bind_to="none", hostfile=str(hostfile), map_by="node")
-        cmd = mpirun_command(launch, [str(binary)])
+        hostfile.write_text(render_hostfile(inv.hosts, 1, stack.implementation))
+        launch = MpiLaunch(ranks=len(inv.hosts), bind_to="none", hostfile=str(hostfile), map_by="node", mpi=mpi)
+        cmd = mpirun_command(launch, [str(binary)], stack)
         try:
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
                                  env=dict(os.environ) | {"OMP_NUM_THREADS": "1"}, check=False)
         except subprocess.TimeoutExpired:
-            return [Problem("all", "MPI hello-world", f"no answer within {timeout_s:.0f} s: {' '.join(cmd)}")]
+            return [Problem("all", check, f"no answer within {timeout_s:.0f} s: {' '.join(cmd)}")]
     seen = {row["host"] for row in parse_affinity(out.stdout)}
     if out.returncode != 0 and not seen:
         tail = " | ".join(out.stderr.strip().splitlines()[-3:])[:300]
-        return [Problem("all", "MPI hello-world", f"mpirun failed (exit code {out.returncode}): {tail}")]
-    return [Problem(h.name, "MPI hello-world", "no rank started on this node")
+        return [Problem("all", check, f"mpirun failed (exit code {out.returncode}): {tail}")]
+    return [Problem(h.name, check, "no rank started on this node")
             for h in inv.hosts if h.name not in seen and h.name.split(".")[0] not in seen]

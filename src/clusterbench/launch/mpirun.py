@@ -11,11 +11,10 @@ one node), `ib` (the InfiniBand/UCX path), `auto` (the MPI's own choice).
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import dataclass, field
 
-from clusterbench.errors import MissingToolError, UserInputError
-from clusterbench.system.software import detect_mpi
+from clusterbench.errors import UserInputError
+from clusterbench.system.mpi import MpiStack, mpi_stack
 
 
 @dataclass
@@ -31,6 +30,7 @@ class MpiLaunch:
     interconnect: str | None = None  # auto (None), shm, tcp, ib
     net_if: str | None = None  # restrict TCP to this interface or CIDR (btl_tcp_if_include / -iface)
     ranks_per_node: int | None = None  # Hydra -ppn
+    mpi: str | None = None  # openmpi, mpich; None: the mpirun on PATH
 
 
 INTERCONNECTS = ("auto", "shm", "tcp", "ib")
@@ -48,25 +48,28 @@ def interconnect_args(launch: MpiLaunch, implementation: str) -> list[str]:
         if launch.net_if:
             args += ["--mca", "btl_tcp_if_include", launch.net_if, "--mca", "oob_tcp_if_include", launch.net_if]
         return args
-    env = {"shm": {}, "tcp": {"MPIR_CVAR_NOLOCAL": "1", "MPIR_CVAR_CH3_NOLOCAL": "1"},
-           "ib": {"FI_PROVIDER": "verbs"}, "auto": {}}[choice]
+    # MPICH: NOLOCAL makes ranks of one node talk through the network module as well; the
+    # network module is UCX (UCX_TLS) or libfabric (FI_PROVIDER) depending on the build, and
+    # the other's variable is ignored, so both are set.
+    env = {"shm": {},
+           "tcp": {"MPIR_CVAR_NOLOCAL": "1", "MPIR_CVAR_CH3_NOLOCAL": "1", "UCX_TLS": "tcp,self",
+                   "FI_PROVIDER": "tcp"},
+           "ib": {"UCX_TLS": "rc,ud,sm,self", "FI_PROVIDER": "verbs"}, "auto": {}}[choice]
     args = [a for key, value in env.items() for a in ("-genv", key, value)]
     return args + (["-iface", launch.net_if] if launch.net_if else [])
 
 
-def require_mpirun() -> str:
-    path = shutil.which("mpirun")
-    if not path:
-        raise MissingToolError("mpirun not found on PATH",
-                               hint="apt-get install openmpi-bin libopenmpi-dev (or load your MPI module)")
-    return path
+def require_mpirun(mpi: str | None = None) -> str:
+    """The `mpirun` of MPI `mpi` (None: the one on PATH); MissingToolError when absent."""
+    return mpi_stack(mpi).mpirun
 
 
-def mpirun_command(launch: MpiLaunch, program: list[str], implementation: str | None = None) -> list[str]:
-    mpirun = require_mpirun()
-    impl = implementation or detect_mpi().implementation or "Open MPI"
-    if impl == "Open MPI":
-        cmd = [mpirun, "-np", str(launch.ranks)]
+def mpirun_command(launch: MpiLaunch, program: list[str], stack: MpiStack | None = None) -> list[str]:
+    """The launch line of `launch.mpi`'s mpirun: Open MPI's options, or Hydra's."""
+    stack = stack or mpi_stack(launch.mpi)
+    impl = stack.implementation
+    if not stack.hydra:
+        cmd = [stack.mpirun, "-np", str(launch.ranks)]
         if os.geteuid() == 0:
             cmd.append("--allow-run-as-root")
         if launch.oversubscribe:
@@ -82,7 +85,7 @@ def mpirun_command(launch: MpiLaunch, program: list[str], implementation: str | 
         for key in launch.env:
             cmd += ["-x", key]
     else:  # MPICH / Hydra and derivatives
-        cmd = [mpirun, "-n", str(launch.ranks)]
+        cmd = [stack.mpirun, "-n", str(launch.ranks)]
         if launch.hostfile:
             cmd += ["-f", launch.hostfile]
         if launch.ranks_per_node:

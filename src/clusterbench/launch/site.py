@@ -16,7 +16,7 @@ from pathlib import Path
 from clusterbench.cluster.hosts import Host, Inventory, render_hostfile
 from clusterbench.errors import UserInputError
 from clusterbench.launch.mpirun import MpiLaunch, mpirun_command
-from clusterbench.system.software import detect_mpi
+from clusterbench.system.mpi import mpi_stack
 
 LAUNCHERS = ("local", "mpirun", "slurm")
 
@@ -109,11 +109,11 @@ class Site:
         return launch
 
     def command(self, launch: MpiLaunch, program: list[str], nodes: int) -> list[str]:
-        implementation = detect_mpi().implementation or "Open MPI"  # `mpirun --version`: once per run
-        launch = self.apply(launch, nodes, implementation)
+        stack = mpi_stack(launch.mpi)  # found once per process and MPI
+        launch = self.apply(launch, nodes, stack.implementation)
         if self.slurm and self.slurm.srun:
             return srun_command(launch, program, self.slurm.srun, nodes)
-        return mpirun_command(launch, program, implementation)
+        return mpirun_command(launch, program, stack)
 
     def describe(self) -> dict:
         """What is stored with each run about where it went."""

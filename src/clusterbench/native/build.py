@@ -24,6 +24,7 @@ from importlib import resources
 from pathlib import Path
 
 from clusterbench.errors import MissingToolError, UserInputError
+from clusterbench.system.mpi import mpi_stack
 
 DEFAULT_CFLAGS = "-O3 -march=native"
 
@@ -67,14 +68,15 @@ def default_cflags() -> list[str]:
     return shlex.split(os.environ.get("CLUSTERBENCH_CFLAGS", DEFAULT_CFLAGS))
 
 
-def find_compiler(mpi: bool) -> str:
-    """`mpicc` ($CLUSTERBENCH_MPICC) for MPI kernels, `cc` ($CC) for the others."""
-    name = (os.environ.get("CLUSTERBENCH_MPICC") or "mpicc") if mpi else (os.environ.get("CC") or "cc")
+def find_compiler(mpi: bool, mpi_choice: str | None = None) -> str:
+    """The `mpicc` of MPI `mpi_choice` (openmpi, mpich; None: the one on PATH; $CLUSTERBENCH_MPICC
+    first) for MPI kernels, `cc` ($CC) for the others."""
+    if mpi:
+        return mpi_stack(mpi_choice).compiler()
+    name = os.environ.get("CC") or "cc"
     path = shutil.which(name)
     if not path:
-        hint = ("apt-get install libopenmpi-dev (or load your MPI module)" if mpi
-                else "apt-get install gcc (or set CC)")
-        raise MissingToolError(f"compiler {name!r} not found on PATH", hint=hint)
+        raise MissingToolError(f"compiler {name!r} not found on PATH", hint="apt-get install gcc (or set CC)")
     return path
 
 
@@ -96,10 +98,12 @@ def toolchain_identity(compiler: str) -> dict:
 
 
 def build(kernel: str, mpi: bool, openmp: bool = False, libs: tuple[str, ...] = (),
-          cflags: list[str] | None = None, defines: tuple[str, ...] = ()) -> Build:
-    """The cached binary of `kernel` for this toolchain and these flags, compiled if needed."""
+          cflags: list[str] | None = None, defines: tuple[str, ...] = (), mpi_choice: str | None = None) -> Build:
+    """The cached binary of `kernel` for this toolchain and these flags, compiled if needed.
+
+    Each MPI gets its own binary: the wrapper's `--showme`/`-show` is part of the key."""
     source = source_path(kernel)
-    compiler = find_compiler(mpi)
+    compiler = find_compiler(mpi, mpi_choice)
     flags = list(cflags if cflags is not None else default_cflags())
     if openmp:
         flags.append("-fopenmp")
