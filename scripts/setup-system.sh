@@ -60,6 +60,12 @@ enabled_units() {
   find /etc/systemd/system -type l -path '*.wants/*' -printf '%f\n' 2>/dev/null | sort -u
 }
 before=$(enabled_units)
+# Kept for the test that checks nothing was left enabled: what was enabled before the first install.
+record=/var/lib/clusterbench/units-enabled-before-setup
+if [ ! -e "$record" ]; then
+  mkdir -p "$(dirname "$record")"
+  printf '%s\n' "$before" >"$record"
+fi
 
 # Forbid service start-up during the install (invoke-rc.d and deb-systemd-invoke obey it), and put
 # back whatever policy-rc.d was there before.

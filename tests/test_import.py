@@ -1,13 +1,21 @@
-"""`clusterbench import`: every fixture recognised by content, values as in the files, idempotent."""
+"""`clusterbench import`: every fixture recognised by content, values as in the files, idempotent.
+
+The this-machine outputs ship in tests/fixtures; the cloud and LSF ones (no licence) only exist where ../shared
+does, so the tests reading them skip elsewhere and the whole-folder counts follow the folder actually imported.
+"""
 
 import json
 import re
 import shutil
+from collections import Counter
 
 import pytest
-from tests.conftest import OUTPUTS, cli, query
+from tests.conftest import HAS_SHARED, LOCAL_FIXTURES, OUTPUTS, SHARED_FIXTURES, cli, fixture, query
 
-CLOUD, HERE, IMB = OUTPUTS / "hpl-cloud", OUTPUTS / "this-machine", OUTPUTS / "imb-cloud"
+HERE = fixture("outputs/this-machine")
+# Runs stored per outputs folder: one per HPL result line (7 + 4 here), one per IMB section, one per LSF report.
+RUNS_PER_GROUP = {"this-machine": {"hpl": 11, "hpcc": 1, "hpcg": 1, "imb": 2, "osu": 2, "stream": 2},
+                  "hpl-cloud": {"hpl": 3}, "imb-cloud": {"imb": 3}, "lsf-scd": {"hpl": 1, "imb": 1}}
 
 
 def _metrics(db, source_name: str, name: str) -> list:
@@ -20,15 +28,17 @@ def test_import_all_fixtures_twice(isolated_db):
     assert first.returncode == 0, first.stderr
     n_files = sum(1 for p in OUTPUTS.rglob("*") if p.is_file())
     assert f"from {n_files} file(s)" in first.stdout
+    groups = {p.name for p in OUTPUTS.iterdir() if p.is_dir()}
+    assert groups == (set(RUNS_PER_GROUP) if HAS_SHARED else {"this-machine"})
+    expected = sum((Counter(RUNS_PER_GROUP[g]) for g in groups), Counter())
     runs = query(isolated_db, "SELECT benchmark, COUNT(*) AS c FROM runs GROUP BY benchmark")
-    # HPL: 3 cloud files + 7 + 4 result lines; one run per IMB section, per report.
-    assert {r["benchmark"]: r["c"] for r in runs} == {"hpl": 14, "hpcc": 1, "hpcg": 1, "imb": 5, "osu": 2,
-                                                       "stream": 2}
+    assert {r["benchmark"]: r["c"] for r in runs} == expected
     assert "HPCG log file" in " ".join(first.stdout.split())
     counts = query(isolated_db, "SELECT (SELECT COUNT(*) FROM runs), (SELECT COUNT(*) FROM metrics),"
                               " (SELECT COUNT(*) FROM artifacts)")[0]
     second = cli("import", str(OUTPUTS))
-    assert second.returncode == 0 and "0 result(s) stored, 25 already stored" in " ".join(second.stdout.split())
+    already = f"0 result(s) stored, {expected.total()} already stored"
+    assert second.returncode == 0 and already in " ".join(second.stdout.split())
     assert tuple(query(isolated_db, "SELECT (SELECT COUNT(*) FROM runs), (SELECT COUNT(*) FROM metrics),"
                                   " (SELECT COUNT(*) FROM artifacts)")[0]) == tuple(counts)
 
@@ -40,27 +50,37 @@ def imported(isolated_db):
     return isolated_db
 
 
+def _assert_every_hpl_line_stored(db, path) -> None:
+    lines = re.findall(r"^(W\w+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.e+-]+)\s*$",
+                       path.read_text(), re.M)
+    stored = _metrics(db, path.name, "hpl_gflops")
+    assert len(stored) == len(lines) > 0
+    for (tv, n, nb, p, q, _t, gflops), row in zip(lines, stored, strict=True):
+        params = json.loads(row["params"])
+        assert (params["tv"], params["n"], params["nb"], params["p"], params["q"]) == (tv, int(n), int(nb),
+                                                                                      int(p), int(q))
+        assert row["value"] == pytest.approx(float(gflops)) and row["valid"] == 1
+
+
 def test_hpl_every_result_line_is_a_run_with_the_values_of_the_file(imported):
-    for path in [*CLOUD.iterdir(), HERE / "hpl-nbsweep-N13440-1x2.log", HERE / "hpl-N13440-1x1-omp2-bindnone.log"]:
-        lines = re.findall(r"^(W\w+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.e+-]+)\s*$",
-                           path.read_text(), re.M)
-        stored = _metrics(imported, path.name, "hpl_gflops")
-        assert len(stored) == len(lines) > 0
-        for (tv, n, nb, p, q, _t, gflops), row in zip(lines, stored, strict=True):
-            params = json.loads(row["params"])
-            assert (params["tv"], params["n"], params["nb"], params["p"], params["q"]) == (tv, int(n), int(nb),
-                                                                                          int(p), int(q))
-            assert row["value"] == pytest.approx(float(gflops)) and row["valid"] == 1
+    for path in [HERE / "hpl-nbsweep-N13440-1x2.log", HERE / "hpl-N13440-1x1-omp2-bindnone.log"]:
+        _assert_every_hpl_line_stored(imported, path)
+
+
+def test_hpl_cloud_result_lines_are_runs_with_the_values_of_the_files(imported):
+    for path in fixture("outputs/hpl-cloud").iterdir():
+        _assert_every_hpl_line_stored(imported, path)
     cloud = _metrics(imported, "20170324_015001.out", "hpl_time")[0]
     assert cloud["value"] == pytest.approx(1996.04)
 
 
-def test_imb_rows_latency_and_peak(imported):
+def test_imb_cloud_rows_latency_and_peak(imported):
     expected = {"20170322_154501.out": (1, 0.27, 6831.94, 2097152, 4478.11),
                 "20170323_020501.out": (2, 60.83, 457.94, 2097152, 443.96),
                 "20170323_040501.out": (2, 55.21, 441.89, 1048576, 423.57)}
     for name, (hosts, latency, peak, peak_at, last) in expected.items():
-        rows = re.findall(r"^\s+(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s*$", (IMB / name).read_text(), re.M)
+        text = fixture(f"outputs/imb-cloud/{name}").read_text()
+        rows = re.findall(r"^\s+(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s*$", text, re.M)
         assert len(rows) == 26
         bw = _metrics(imported, name, "imb_bandwidth")
         assert [r["value"] for r in bw] == [float(r[3]) for r in rows]
@@ -70,6 +90,9 @@ def test_imb_rows_latency_and_peak(imported):
         assert lat["value"] == latency and pk["value"] == peak and json.loads(pk["labels"])["bytes"] == peak_at
         params = json.loads(lat["params"])
         assert (params["test"], params["ranks"], params["hosts"]) == ("PingPong", 2, hosts)
+
+
+def test_imb_oversubscribed_latency_is_stored_as_measured(imported):
     oversub = _metrics(imported, "imb-pingpong-oversub-samecore.txt", "latency_us")[0]
     assert oversub["value"] == 4000.0  # pathological but real: stored as measured
 
@@ -104,7 +127,7 @@ def test_osu_stream_hpcg_hpcc_values(imported):
 
 def test_name_pattern_tags_and_conflicts(tmp_path, isolated_db):
     target = tmp_path / "HPL.out.8_node_52416_180_2x2.blis_serial"
-    shutil.copy(CLOUD / "20170327_035001.out", target)
+    shutil.copy(fixture("outputs/hpl-cloud/20170327_035001.out"), target)
     out = cli("import", str(tmp_path / "HPL.out.*"), "--tag", "system=pi4-cluster", "--tag", "rack=3",
               "--name-pattern", "HPL.out.{nodes}_node_{n}_{nb}_{grids}.{blas}")
     assert out.returncode == 0, out.stderr
@@ -141,4 +164,15 @@ def test_truncated_and_failed_results_are_stored_invalid(tmp_path, isolated_db):
 
 def test_bad_inputs_exit_2(tmp_path):
     assert cli("import", str(tmp_path / "missing")).returncode == 2
-    assert cli("import", str(CLOUD), "--tag", "novalue").returncode == 2
+    assert cli("import", str(HERE), "--tag", "novalue").returncode == 2  # an importable folder: the tag is bad
+
+
+def test_our_copies_are_the_shared_files():
+    """tests/fixtures/outputs must stay byte-identical to the shared corpus it was copied from."""
+    if not HAS_SHARED:
+        pytest.skip("needs ../shared/fixtures to compare our copies with (present in CI)")
+    ours = LOCAL_FIXTURES / "outputs" / "this-machine"
+    theirs = SHARED_FIXTURES / "outputs" / "this-machine"
+    assert sorted(p.name for p in ours.iterdir()) == sorted(p.name for p in theirs.iterdir())
+    for path in ours.iterdir():
+        assert path.read_bytes() == (theirs / path.name).read_bytes(), path.name

@@ -21,11 +21,18 @@ Flags:                   fp asimd evtstrm crc32 cpuid
 """
 
 
-def test_this_vm_is_zen3_with_16_flops():
+def test_the_zen3_vm_of_the_fixtures_has_16_flops():
+    """The 2-core VM the fixtures were measured on (lscpu -J): Zen 3, 2 x 256-bit FMA."""
+    info = system_from_file(TOPOLOGY / "this-vm-lscpu.json")
+    assert info.peak.flops_per_cycle == 16 and "Zen 3" in info.peak.flops_reason
+
+
+def test_this_node_rpeak_is_cores_times_clock_times_flops():
+    """Whatever CPU runs the tests (the VMs change kind): a known microarchitecture, and Rpeak
+    is its arithmetic."""
     info = discover(with_software=False)
-    assert info.peak.flops_per_cycle == 16
-    assert "Zen 3" in info.peak.flops_reason
-    expected = info.topology.cores_total * info.peak.frequency_mhz / 1000 * 16
+    assert info.peak.flops_per_cycle in (4, 8, 16, 32) and info.peak.flops_reason
+    expected = info.topology.cores_total * info.peak.frequency_mhz / 1000 * info.peak.flops_per_cycle
     assert info.rpeak_node_gflops == pytest.approx(expected)
 
 

@@ -2,7 +2,7 @@
 
 IMB-MPI1, OSU, McCalpin's stream and xhpcg are not packaged for Debian and cannot be built
 here (no source, no internet beyond the package registries), so their parsers are tested on
-the real outputs in ../shared/fixtures/outputs/this-machine, and the run path (discovery,
+the real outputs in tests/fixtures/outputs/this-machine, and the run path (discovery,
 arguments, input files, store) with a stand-in executable that prints such a real output.
 That stand-in is the only mock; iperf3 runs for real.
 """
@@ -16,7 +16,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from tests.conftest import OUTPUTS, cli, cli_json
+from tests.conftest import cli, cli_json, fixture
 
 from clusterbench.bench.hpcg import Hpcg
 from clusterbench.bench.imb import Imb
@@ -25,7 +25,7 @@ from clusterbench.bench.official import find_binary
 from clusterbench.bench.osu import Osu
 from clusterbench.bench.stream_binary import StreamBinary
 
-HERE = OUTPUTS / "this-machine"
+HERE = fixture("outputs/this-machine")
 IMB_TEXT = (HERE / "imb-pingpong-bindcore.txt").read_text()
 HPCG_TEXT = (HERE / "HPCG-Benchmark_3.1_2rank_nx64_rt60.txt").read_text()
 

@@ -1,4 +1,8 @@
-"""HPL and HPCC parsers on the real outputs in ../shared/fixtures and on crafted failures."""
+"""HPL and HPCC parsers on real outputs and on crafted failures.
+
+The this-machine outputs ship in tests/fixtures; the cloud HPL 2.2 files (no licence) are read from ../shared
+and their tests skip where it is absent.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +12,9 @@ import pytest
 
 from clusterbench.bench.hpcc_output import hpcc_outcome, parse_summary
 from clusterbench.bench.hpl_output import hpl_outcome, parse_hpl
-from conftest import OUTPUTS
+from conftest import fixture
 
-CLOUD = OUTPUTS / "hpl-cloud"
-HERE = OUTPUTS / "this-machine"
+HERE = fixture("outputs/this-machine")
 
 
 @pytest.mark.parametrize("name,time_s,gflops,start,end", [
@@ -20,7 +23,7 @@ HERE = OUTPUTS / "this-machine"
     ("20170324_015001.out", 1996.04, 29.71, "Fri Mar 24 01:50:22 2017", "Fri Mar 24 02:23:38 2017"),
 ])
 def test_hpl22_cloud(name, time_s, gflops, start, end):
-    out = parse_hpl((CLOUD / name).read_text())
+    out = parse_hpl(fixture(f"outputs/hpl-cloud/{name}").read_text())
     assert out.version == "2.2"
     assert len(out.results) == 1  # the 247 'Column=... Gflops=' progress lines are not results
     r = out.results[0]
@@ -112,7 +115,7 @@ Finished      1 tests with the following results:
 
 
 def test_lsf_wrapped_output():
-    body = (CLOUD / "20170327_035001.out").read_text()
+    body = fixture("outputs/hpl-cloud/20170327_035001.out").read_text()
     wrapped = ("Sender: LSF System <lsfadmin@cn065>\nSubject: Job 1234: <hpl> Done\n\n"
                "Job was executed on host(s) <2*cn065>, in queue <scarf>, as user <u>.\n"
                "                            <2*cn066>\n#BSUB -n 4\n" + body +

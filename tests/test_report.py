@@ -1,5 +1,7 @@
-"""Reports and comparisons from real campaigns (real hpcc, mpirun, our kernels) plus the shared
-fixtures, rendered in Debian's headless Chromium.
+"""Reports and comparisons from real campaigns (real hpcc, mpirun, our kernels) plus the imported
+fixtures, rendered in Debian's headless Chromium. The fixtures are the whole shared outputs folder when
+../shared is beside the checkout (as in CI), else our own copy of its redistributable part: the report
+then has fewer rows, and the one check on a cloud file skips.
 
 Network requests are caught two ways. A recording HTTP proxy that Chromium must use for
 everything (loopback included) sees every request that leaves the browser; Chromium itself
@@ -21,7 +23,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from tests.conftest import OUTPUTS, cli, cli_json
+from tests.conftest import OUTPUTS, cli, cli_json, fixture
 
 STUDY = """\
 name: study
@@ -69,7 +71,7 @@ CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-back
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory) -> Path:
-    """A store with a campaign run here, two BLAS campaigns and every shared fixture imported."""
+    """A store with a campaign run here, two BLAS campaigns and every fixture of OUTPUTS imported."""
     root = tmp_path_factory.mktemp("study")
     db = root / "results.db"
     env = {"CLUSTERBENCH_DB": str(db)}
@@ -137,15 +139,20 @@ def test_csv_holds_the_plotted_values_and_their_runs(study, tmp_path):
         if len(values) > 1:
             assert float(p["y_min"]) == min(values) and float(p["y_max"]) == max(values)
         assert set(ids) <= stored_runs and set(ids) <= listed
+    # every table row names its runs, and they are in the appendix
+    for name in ("hpl-best", "hpl-configurations", "network-latency-table", "memory-stream-table"):
+        for row in rows(out / f"{name}.csv"):
+            assert row["runs"] and set(row["runs"].split(";")) <= listed, name
+
+
+def test_imb_mib_per_s_are_plotted_as_mb_per_s(study, tmp_path):
+    fixture("outputs/imb-cloud/20170323_020501.out")  # the 2-host STFC run, imported by `study` with ../shared
+    out = report(study, tmp_path / "r")
     # IMB's MiB/s are plotted as MB/s: the 2-host STFC run's peak 457.94 MiB/s at 2 MiB
     bw = rows(out / "network-bandwidth.csv")
     stfc = [p for p in bw if "import-imb-" in p["run_ids"] and float(p["message size"]) == 2097152
             and "2 nodes" in p["series"]]
     assert stfc and min(abs(float(p["y_max"] or p["bandwidth (MB/s)"]) - 457.94 * 1.048576) for p in stfc) < 0.01
-    # every table row names its runs, and they are in the appendix
-    for name in ("hpl-best", "hpl-configurations", "network-latency-table", "memory-stream-table"):
-        for row in rows(out / f"{name}.csv"):
-            assert row["runs"] and set(row["runs"].split(";")) <= listed, name
 
 
 def test_invalid_runs_are_listed_apart_and_never_best(study, tmp_path):

@@ -44,11 +44,11 @@ def test_summarise_excludes_invalid_repeats():
 
 
 def test_api_stats_over_imported_nb_sweep(isolated_db):
-    from tests.conftest import OUTPUTS, cli
+    from tests.conftest import cli, fixture
 
     from clusterbench import api
 
-    assert cli("import", str(OUTPUTS / "this-machine" / "hpl-nbsweep-N13440-1x2.log"), "-q").returncode == 0
+    assert cli("import", str(fixture("outputs/this-machine/hpl-nbsweep-N13440-1x2.log")), "-q").returncode == 0
     table = api.stats(metric="hpl_gflops", group_by=["nb"])
     assert sorted(table["nb"]) == [64, 96, 128, 160, 192, 224, 256]
     assert set(table["n"]) == {1} and table["warning"].str.contains("one sample").all()

@@ -1,4 +1,7 @@
-"""Topology parsing for every fixture in ../shared/fixtures/topology (facts from its README)."""
+"""Topology parsing for every fixture in tests/fixtures/topology (facts from its README).
+
+Those files are copies of ../shared/fixtures/topology, all redistributable, so nothing here needs ../shared.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ import pytest
 
 from clusterbench.system.discover import discover
 from clusterbench.system.sources import from_hwloc_synthetic, topology_from_file
-from conftest import TOPOLOGY, cli_json
+from conftest import HAS_SHARED, SHARED_FIXTURES, TOPOLOGY, cli_json
 
 # file: (sockets, NUMA domains, cores, PUs, threads per core, PUs of core 0)
 EXPECTED = {
@@ -27,6 +30,16 @@ EXPECTED = {
 def test_every_fixture_is_covered():
     files = {p.name for p in TOPOLOGY.iterdir() if p.suffix in (".xml", ".json", ".txt")}
     assert files == set(EXPECTED)
+
+
+def test_our_copies_are_the_shared_files():
+    """tests/fixtures/topology must stay byte-identical to the shared folder it was copied from, licences included."""
+    if not HAS_SHARED:
+        pytest.skip("needs ../shared/fixtures to compare our copies with (present in CI)")
+    theirs = SHARED_FIXTURES / "topology"
+    assert sorted(p.name for p in TOPOLOGY.iterdir()) == sorted(p.name for p in theirs.iterdir())
+    for path in TOPOLOGY.iterdir():
+        assert path.read_bytes() == (theirs / path.name).read_bytes(), path.name
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))

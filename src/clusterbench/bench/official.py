@@ -91,7 +91,7 @@ class OfficialBinary(NativeKernel):
         mpi = point.get("mpi")  # set by resolve() when the run goes through mpirun
         found = find_binary(names, cls.env_var, point.get("binary"), mpi)
         if not found:
-            raise MissingToolError(f"{names[0]}{' for ' + mpi if mpi else ''} not found (benchmark '{cls.name}')",
+            raise MissingToolError(f"{names[0]} not found (benchmark '{cls.name}'{', mpi ' + mpi if mpi else ''})",
                                    hint=cls.install_hint)
         if mpi:
             check_binary_mpi(found.path, mpi, names[0])
