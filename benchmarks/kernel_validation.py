@@ -1,97 +1,130 @@
-"""Each built-in kernel beside the reference it imitates, in the same session; prints ratios.
+"""Each built-in kernel at its defaults beside the real reference, alternating in one session; ratios.
 
-References used when present: HPCC (always here: SingleSTREAM/StarSTREAM Triad, ping-pong
-latency and bandwidth, SingleDGEMM/StarDGEMM), and `stream`, `IMB-MPI1`, `osu_latency`,
-`osu_bw` binaries if on PATH (not packaged for Debian). Targets (issue 4): STREAM Triad within
-10%, ping-pong 0-byte latency and 1 MiB bandwidth within 25% of HPCC's figures.
+References (built from the official sources with `clusterbench build ... --source`, or found on
+PATH / $CLUSTERBENCH_PATH as `clusterbench benchmarks` shows):
+- `stream` kernel vs McCalpin's stream.c 5.10 (`build stream`: the same array rule, 4 x LLC and
+  at least 10M elements; NTIMES 10), Triad with 1 thread and with all cores;
+- `pingpong` kernel vs IMB-MPI1 PingPong (`build imb`): 0-byte latency and 1 MiB bandwidth (IMB's
+  MiB/s converted to MB/s), 2 ranks bound to cores on both sides;
+- the same against OSU 7.4 `osu_latency` at 1 byte (OSU has no 0-byte size) and `osu_bw` at
+  1 MiB (a windowed stream of messages, not a ping-pong: informative, no target);
+- `dgemm` kernel vs HPCC's SingleDGEMM (informative: HPCC sizes its DGEMM from the HPL N).
 
-HPCC sizes its STREAM arrays from the HPL matrix (N^2 x 8 bytes shared by the ranks, a third
-per array), so a small HPCC N gives arrays that partly live in the last-level cache and a
-Triad rate no memory can deliver (at N=4000 here: 21 MB arrays beside a 32 MiB L3, Triad
-22 GB/s against 18 GB/s out of cache). The default N is therefore the smallest multiple of
-NB at which every HPCC array obeys STREAM's rule (at least 4 x the last-level cache), and our
-kernel runs on exactly HPCC's array size (`STREAM_VectorSize`).
+The sides alternate (ours, reference, ours, ...) `--pairs` times, so drift of this noisy VM hits
+both; the ratio is of the medians, and each side's coefficient of variation is printed.
 
-    .venv/bin/python benchmarks/kernel_validation.py [--hpcc-n N] [--repeats 3]
+    .venv/bin/python benchmarks/kernel_validation.py [--sources ../shared/sources] [--pairs 5]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+
+MIB_TO_MB = 1.048576
 
 
 def cb(db: Path, *args: str) -> list | dict:
-    out = subprocess.run([sys.executable, "-m", "clusterbench", "--db", str(db), *args, "--json"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-m", "clusterbench", "--db", str(db), *args],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"clusterbench {' '.join(args)} failed ({out.returncode}):\n{out.stderr[-2000:]}")
     return json.loads(out.stdout)
 
 
-def metric(results: list[dict], name: str, **labels) -> float:
-    """The best value over repeated runs (max, or min for times): both sides get the same rule."""
-    values = [m["value"] for r in results for m in r["metrics"] if r["valid"]
-              and m["name"] == name and all(m["labels"].get(k) == v for k, v in labels.items())]
-    return min(values) if ("latency" in name.lower() or name.endswith("_us")) else max(values)
+def value(runs: list[dict], name: str, **labels) -> float:
+    found = [m["value"] for r in runs if r["valid"] for m in r["metrics"]
+             if m["name"] == name and all(m["labels"].get(k) == v for k, v in labels.items())]
+    if not found:
+        raise SystemExit(f"no valid {name} {labels} in {[r['id'] for r in runs]}")
+    return found[0]
 
 
-def stream_rule_n(ranks: int, nb: int = 192) -> int:
-    """Smallest HPCC N (multiple of NB) whose per-rank STREAM arrays are each >= 4 x LLC."""
-    from clusterbench.plan.official import hpcc_n_for_stream
-    from clusterbench.system.discover import discover
-    llc = discover().topology.last_level_cache_bytes() or 32 * 2**20
-    return hpcc_n_for_stream(4 * llc // 8, ranks, nb)
+def cv(values: list[float]) -> float:
+    return statistics.stdev(values) / statistics.mean(values) * 100 if len(values) > 1 else 0.0
+
+
+def build_references(sources: Path) -> None:
+    """`clusterbench build` each reference from its tarball (a cached build is reused)."""
+    for what, tarball in (("stream", "stream-5.10.tar.gz"), ("imb", "imb-2021.11.tar.gz"),
+                          ("osu", "osu-micro-benchmarks-7.4.tar.gz")):
+        path = sources / tarball
+        if path.is_file():
+            done = subprocess.run([sys.executable, "-m", "clusterbench", "build", what, "--source", str(path),
+                                   "--json"], capture_output=True, text=True)
+            print(f"reference {what}: " + ("built/cached" if done.returncode == 0 else
+                                           f"build failed: {done.stderr.strip()[-300:]}"))
+
+
+def compare(db: Path, pairs: int, label: str, ours: list[str], reference: list[str],
+            measures: dict[str, tuple[Callable[[list], float], Callable[[list], float]]]) -> None:
+    """Alternate the two commands `pairs` times; per measure: medians, ratio, CV per side."""
+    got: dict[str, tuple[list[float], list[float]]] = {m: ([], []) for m in measures}
+    for _ in range(pairs):
+        a = cb(db, *ours, "--json")
+        b = cb(db, *reference, "--json")
+        for name, (of_ours, of_ref) in measures.items():
+            got[name][0].append(of_ours(a))
+            got[name][1].append(of_ref(b))
+    for name, (a, b) in got.items():
+        ma, mb = statistics.median(a), statistics.median(b)
+        print(f"{label} | {name}: ours {ma:.3f} (CV {cv(a):.1f}%) / reference {mb:.3f} (CV {cv(b):.1f}%) "
+              f"= {ma / mb:.3f}   ours: {', '.join(f'{x:.3f}' for x in a)}   ref: {', '.join(f'{x:.3f}' for x in b)}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--hpcc-n", type=int, default=None,
-                    help="HPCC problem size (default: smallest N whose STREAM arrays obey the 4 x LLC rule)")
-    ap.add_argument("--repeats", type=int, default=3, help="runs of every kernel and of HPCC (best counts)")
+    ap.add_argument("--pairs", type=int, default=5, help="alternating runs of each side (default 5)")
+    ap.add_argument("--sources", type=Path, default=None,
+                    help="folder with the official tarballs (e.g. ../shared/sources): build the references first")
+    ap.add_argument("--only", choices=("stream", "pingpong", "osu", "dgemm"), action="append",
+                    help="run only these comparisons (repeatable)")
     args = ap.parse_args()
-    rep = ["--repeats", str(args.repeats)]
+    if args.sources:
+        build_references(args.sources)
+    wanted = set(args.only or ("stream", "pingpong", "osu", "dgemm"))
+    from clusterbench.system.discover import discover
+
+    cores = discover(with_software=False).topology.cores_total
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "v.db"
-        hpcc_n = args.hpcc_n or stream_rule_n(ranks=os.cpu_count() or 1)
-        hpcc = cb(db, "bench", "hpcc", "-p", f"n={hpcc_n}", "-p", "nb=192", "-p", "layout=mpi", *rep)
-        ranks = int(metric(hpcc, "CommWorldProcs"))
-        vector = f"n={int(metric(hpcc, 'STREAM_VectorSize'))}"
-        s1 = cb(db, "bench", "stream", "-p", "threads=1", "-p", vector, *rep)
-        s2 = cb(db, "bench", "stream", "-p", f"threads={ranks}", "-p", vector, *rep)
-        star = cb(db, "bench", "stream", "-p", f"ranks={ranks}", "-p", "threads=1", "-p", vector, *rep)
-        pp = cb(db, "bench", "pingpong", "-p", "max_log2=22", *rep)
-        dg1 = cb(db, "bench", "dgemm", "-p", "n=2000", *rep)
-        dgs = cb(db, "bench", "dgemm", "-p", "n=2000", "-p", "ranks=2", *rep)
-        single_triad = metric(hpcc, "SingleSTREAM_Triad") * 1000  # GB/s -> MB/s
-        star_triad = metric(hpcc, "StarSTREAM_Triad") * 1000
-        rows = [
-            ("STREAM Triad, 1 thread vs HPCC SingleSTREAM_Triad", metric(s1, "stream_triad"), single_triad),
-            (f"STREAM Triad, {ranks} threads vs HPCC StarSTREAM_Triad x ranks", metric(s2, "stream_triad"),
-             star_triad * ranks),
-            (f"STREAM Triad, {ranks} ranks x 1 thread (per rank) vs HPCC StarSTREAM_Triad",
-             metric(star, "stream_triad_per_rank", stat="avg"), star_triad),
-            ("ping-pong 0-byte latency (us) vs HPCC AvgPingPongLatency_usec", metric(pp, "latency_us"),
-             metric(hpcc, "AvgPingPongLatency_usec")),
-            ("ping-pong 1 MiB bandwidth (MB/s) vs HPCC MaxPingPongBandwidth_GBytes", metric(
-                pp, "pingpong_bandwidth", bytes=2**20), metric(hpcc, "MaxPingPongBandwidth_GBytes") * 1000),
-            ("ping-pong 2 MiB bandwidth (MB/s; HPCC sends 2,000,000 B) vs HPCC MaxPingPongBandwidth_GBytes",
-             metric(pp, "pingpong_bandwidth", bytes=2**21), metric(hpcc, "MaxPingPongBandwidth_GBytes") * 1000),
-            ("DGEMM N=2000, 1 rank vs HPCC SingleDGEMM_Gflops", metric(dg1, "dgemm_gflops"),
-             metric(hpcc, "SingleDGEMM_Gflops")),
-            ("DGEMM N=2000, 2 ranks (per rank) vs HPCC StarDGEMM_Gflops",
-             metric(dgs, "dgemm_gflops_per_rank", stat="avg"), metric(hpcc, "StarDGEMM_Gflops")),
-        ]
-        print(f"HPCC N={hpcc_n}, {ranks} ranks, STREAM arrays of {vector[2:]} elements; "
-              f"best of {args.repeats} runs on each side")
-        for label, ours, ref in rows:
-            print(f"{label}: {ours:.3f} / {ref:.3f} = {ours / ref:.3f}")
-        for tool in ("stream", "IMB-MPI1", "osu_latency", "osu_bw"):
-            print(f"reference binary {tool}: {shutil.which(tool) or 'not installed (skipped)'}")
+        if "stream" in wanted:
+            for threads in sorted({1, cores}):
+                compare(db, args.pairs, f"STREAM Triad MB/s, {threads} thread(s), defaults",
+                        ["bench", "stream", "-p", f"threads={threads}"],
+                        ["bench", "stream-binary", "-p", f"threads={threads}"],
+                        {"triad": (lambda r: value(r, "stream_triad"), lambda r: value(r, "stream_triad"))})
+        if "pingpong" in wanted:
+            compare(db, args.pairs, "ping-pong vs IMB-MPI1 PingPong, 2 ranks bound to cores",
+                    ["bench", "pingpong", "-p", "bind_to=core"],
+                    ["bench", "imb", "-p", "tests=PingPong", "-p", "bind_to=core"],
+                    {"0 B latency us": (lambda r: value(r, "pingpong_time_us", bytes=0),
+                                        lambda r: value(r, "imb_time_us", test="PingPong", bytes=0)),
+                     "1 MiB bandwidth MB/s": (
+                         lambda r: value(r, "pingpong_bandwidth", bytes=2**20),
+                         lambda r: value(r, "imb_bandwidth", test="PingPong", bytes=2**20) * MIB_TO_MB)})
+        if "osu" in wanted:
+            compare(db, args.pairs, "ping-pong vs osu_latency, 2 ranks bound to cores",
+                    ["bench", "pingpong", "-p", "bind_to=core"],
+                    ["bench", "osu", "-p", "test=latency", "-p", "bind_to=core"],
+                    {"1 B latency us": (lambda r: value(r, "pingpong_time_us", bytes=1),
+                                        lambda r: value(r, "osu_latency_us", bytes=1))})
+            compare(db, args.pairs, "ping-pong vs osu_bw (windowed; informative)",
+                    ["bench", "pingpong", "-p", "bind_to=core"],
+                    ["bench", "osu", "-p", "test=bw", "-p", "bind_to=core"],
+                    {"1 MiB bandwidth MB/s": (lambda r: value(r, "pingpong_bandwidth", bytes=2**20),
+                                              lambda r: value(r, "osu_bandwidth", bytes=2**20))})
+        if "dgemm" in wanted:
+            compare(db, args.pairs, "DGEMM Gflop/s, 1 rank, vs HPCC SingleDGEMM (informative)",
+                    ["bench", "dgemm", "-p", "ranks=1", "-p", "threads=1", "-p", "blas=openblas-serial"],
+                    ["bench", "hpcc", "-p", "n=4000", "-p", "blas=openblas-serial"],
+                    {"gflops": (lambda r: value(r, "dgemm_gflops"), lambda r: value(r, "SingleDGEMM_Gflops"))})
 
 
 if __name__ == "__main__":

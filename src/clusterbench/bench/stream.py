@@ -2,8 +2,10 @@
 
 Copy, Scale, Add and Triad over three arrays; the best of NTIMES repetitions excluding the
 first; MB/s of 10^6 bytes counted as STREAM counts them; validation of the results. Arrays are
-sized to at least four times the node's total last-level cache (STREAM's rule) unless `n` is
-given. Threads are OpenMP threads; with several ranks every rank runs its own arrays at the
+sized as stream.c 5.10 sizes them for a valid run, unless `n` is given: at least its default of
+10,000,000 elements, and at least four times the node's total last-level cache (STREAM's rule;
+smaller arrays partly stay in cache and read too fast, or time so briefly that the noise of a
+shared VM decides the best repetition). Threads are OpenMP threads; with several ranks every rank runs its own arrays at the
 same time, every kernel between two barriers as in HPCC's StarSTREAM; the table reports the
 aggregate (all bytes over the slowest rank's time), with per-rank min/avg/max, and the figure
 HPCC itself would print (`stream_<kernel>_hpcc_star`: one rank's bytes over the fastest rank's
@@ -23,13 +25,14 @@ from clusterbench.errors import UserInputError
 from clusterbench.system.discover import SystemInfo
 from clusterbench.units import format_bytes
 
-MIN_ELEMENTS = 1_000_000
+MIN_ELEMENTS = 10_000_000  # stream.c's STREAM_ARRAY_SIZE default
 _PER_RANK = re.compile(r"^Per-rank (\w+):\s+min ([\d.]+) avg ([\d.]+) max ([\d.]+) MB/s", re.M)
 _HPCC_STAR = re.compile(r"^HPCC-star (\w+):\s+([\d.]+) MB/s", re.M)
 
 
 def elements_for(system: SystemInfo) -> int:
-    """STREAM's rule: each array at least 4 x the total last-level cache of the node."""
+    """STREAM's rule: each array at least 4 x the total last-level cache of the node, and no
+    smaller than stream.c's default array."""
     llc = system.topology.last_level_cache_bytes() or 0
     return max(MIN_ELEMENTS, -(-4 * llc // 8))
 
@@ -40,7 +43,7 @@ class Stream(NativeKernel):
     openmp = True
     default_ranks = 1
     parameters = (
-        Param("n", int, None, "elements per array (default: 4 x last-level cache, at least 1e6)", minimum=1000),
+        Param("n", int, None, "elements per array (default: 4 x last-level cache, at least 1e7)", minimum=1000),
         Param("ntimes", int, 10, "repetitions of each kernel (the first is not counted)", minimum=2),
         *PLACEMENT_PARAMS,
     )

@@ -1,7 +1,8 @@
 /* clusterbench pingpong: the IMB PingPong method between ranks 0 and 1 (others wait).
  *
- * For each message size (0, then 2^a .. 2^b bytes): a few warm-up exchanges, then R
- * repetitions of rank 0 sending and rank 1 sending back; the one-way time is the elapsed time
+ * For each message size (0, then 2^a .. 2^b bytes): warm-up exchanges as IMB 2021 makes them
+ * (a tenth of the repetitions, at least 10 or all of them), then R repetitions of rank 0
+ * sending and rank 1 sending back, from a send buffer into a separate receive buffer as IMB; the one-way time is the elapsed time
  * / (2R), in microseconds, and the bandwidth is size / one-way time in MB/s (10^6 bytes).
  * Repetitions follow IMB's default policy: R = min(ITER, max(1, OVERALL_VOL / size)) with
  * OVERALL_VOL = 40 MiB, so large messages are repeated fewer times; policy "off" uses ITER
@@ -15,7 +16,8 @@
 #include <string.h>
 
 #define OVERALL_VOL (40L * 1024 * 1024)
-#define WARMUP 2
+#define WARMUP_PERCENT 10
+#define MIN_WARMUP 10
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
@@ -30,8 +32,9 @@ int main(int argc, char **argv) {
     const int lo = atoi(argv[1]), hi = atoi(argv[2]), iter = atoi(argv[3]);
     const int dynamic = strcmp(argv[4], "off") != 0;
     const long maxbytes = 1L << hi;
-    char *buf = malloc(maxbytes > 0 ? maxbytes : 1);
-    memset(buf, 1, maxbytes > 0 ? maxbytes : 1);
+    char *sbuf = malloc(maxbytes > 0 ? maxbytes : 1), *rbuf = malloc(maxbytes > 0 ? maxbytes : 1);
+    memset(sbuf, 1, maxbytes > 0 ? maxbytes : 1);
+    memset(rbuf, 0, maxbytes > 0 ? maxbytes : 1);
     char host[MPI_MAX_PROCESSOR_NAME];
     int len;
     MPI_Get_processor_name(host, &len);
@@ -49,17 +52,19 @@ int main(int argc, char **argv) {
         const long bytes = k < lo ? 0 : 1L << k;
         long reps = iter;
         if (dynamic && bytes > 0 && OVERALL_VOL / bytes < reps) reps = OVERALL_VOL / bytes > 0 ? OVERALL_VOL / bytes : 1;
+        long warmup = reps / WARMUP_PERCENT;
+        if (warmup < MIN_WARMUP) warmup = reps < MIN_WARMUP ? reps : MIN_WARMUP;
         double t = 0;
         if (rank < 2) {
             const int other = 1 - rank;
-            for (long r = -WARMUP; r < reps; r++) {
+            for (long r = -warmup; r < reps; r++) {
                 if (r == 0) { MPI_Barrier(MPI_COMM_WORLD); t = MPI_Wtime(); }
                 if (rank == 0) {
-                    MPI_Send(buf, bytes, MPI_CHAR, other, 1, MPI_COMM_WORLD);
-                    MPI_Recv(buf, bytes, MPI_CHAR, other, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                    MPI_Send(sbuf, bytes, MPI_CHAR, other, 1, MPI_COMM_WORLD);
+                    MPI_Recv(rbuf, bytes, MPI_CHAR, other, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
                 } else {
-                    MPI_Recv(buf, bytes, MPI_CHAR, other, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                    MPI_Send(buf, bytes, MPI_CHAR, other, 1, MPI_COMM_WORLD);
+                    MPI_Recv(rbuf, bytes, MPI_CHAR, other, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                    MPI_Send(sbuf, bytes, MPI_CHAR, other, 1, MPI_COMM_WORLD);
                 }
             }
             t = MPI_Wtime() - t;
@@ -73,7 +78,8 @@ int main(int argc, char **argv) {
         }
     }
     if (rank == 0) printf("# done\n");
-    free(buf);
+    free(sbuf);
+    free(rbuf);
     MPI_Finalize();
     return 0;
 }
