@@ -108,7 +108,4 @@ class Hpl(HplFamily):
         found = sum(1 for m in outcome.metrics if m.name == "hpl_gflops")
         if found != expected and outcome.valid:
             outcome.invalidate(f"HPL.dat asks for {expected} tests but {found} results were printed")
-        built = registry.provenance(self.binary)
-        if built:  # which source, version, BLAS link and flags made this binary
-            outcome.facts["binary_provenance"] = built
         return outcome

@@ -61,7 +61,8 @@ def find_binary(names: tuple[str, ...], env_var: str | None = None, explicit: st
             modules = os.environ.get("LOADEDMODULES")
             return Found(path, f"PATH; modules loaded: {modules.replace(':', ', ')}" if modules else "PATH")
     for name in names:
-        built = [b for b in registry.builds(name) if mpi is None or b.get("mpi", "openmpi") == mpi]
+        # a build records its MPI (older ones: Open MPI); "mpi": null is a program without MPI (STREAM)
+        built = [b for b in registry.builds(name) if mpi is None or b.get("mpi", "openmpi") in (mpi, None)]
         if built:
             return Found(built[0]["binary"], f"built by clusterbench from {built[0].get('source')}")
     return None

@@ -5,11 +5,12 @@ first; MB/s of 10^6 bytes counted as STREAM counts them; validation of the resul
 sized as stream.c 5.10 sizes them for a valid run, unless `n` is given: at least its default of
 10,000,000 elements, and at least four times the node's total last-level cache (STREAM's rule;
 smaller arrays partly stay in cache and read too fast, or time so briefly that the noise of a
-shared VM decides the best repetition). Threads are OpenMP threads; with several ranks every rank runs its own arrays at the
-same time, every kernel between two barriers as in HPCC's StarSTREAM; the table reports the
-aggregate (all bytes over the slowest rank's time), with per-rank min/avg/max, and the figure
-HPCC itself would print (`stream_<kernel>_hpcc_star`: one rank's bytes over the fastest rank's
-time, which is why HPCC's StarSTREAM x ranks exceeds what the node sustains).
+shared VM decides the best repetition). Threads are OpenMP threads; with several ranks every
+rank runs its own arrays at the same time, every kernel between two barriers as in HPCC's
+StarSTREAM; the table reports the aggregate (all bytes over the slowest rank's time), with per-
+rank min/avg/max, and the figure HPCC itself would print (`stream_<kernel>_hpcc_star`: one
+rank's bytes over the fastest rank's time, which is why HPCC's StarSTREAM x ranks exceeds what
+the node sustains).
 """
 
 from __future__ import annotations

@@ -10,10 +10,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +27,8 @@ from clusterbench.errors import UserInputError
 from clusterbench.native.build import BuildError
 
 Log = Callable[[str], None]
+
+DEFAULT_CFLAGS = "-O3 -march=native"  # the builders of IMB, OSU, STREAM and LULESH
 
 
 @dataclass(frozen=True)
@@ -86,21 +91,33 @@ def existing_build(name: str, binary_name: str, inputs: dict, force: bool, log: 
 
 
 def cached(final: Path, binary_name: str) -> dict | None:
-    """The provenance of an existing build in `final`, re-registered, or None."""
+    """The provenance of an existing build in `final`, re-registered, or None.
+
+    provenance.json holds one entry, or a list of them when a build installs several binaries
+    (OSU: one entry per program); all of them are registered again.
+    """
+    binary = str(final / binary_name)
     if not (final / binary_name).is_file():
         return None
-    entry = registry.provenance(str(final / binary_name))
+    try:
+        saved = json.loads((final / "provenance.json").read_text())
+    except (OSError, ValueError):
+        saved = []
+    saved = saved if isinstance(saved, list) else [saved]
+    entry = registry.provenance(binary) or next((e for e in saved if e.get("binary") == binary), None)
     if entry is None:
-        try:
-            entry = json.loads((final / "provenance.json").read_text())
-        except (OSError, ValueError):
-            return None
+        return None
+    for other in saved:
+        if other is not entry and other.get("binary") != binary and os.path.isfile(other.get("binary", "")):
+            registry.register(other)
     registry.register(entry)
     return entry
 
 
-def install(work: Path, final: Path, files: dict[str, Path], entry: dict) -> None:
-    """Stage the binary, Make file, log and provenance, rename into `final`, register."""
+def install(work: Path, final: Path, files: dict[str, Path], entry: dict | list[dict]) -> None:
+    """Stage the binaries, Make file, log and provenance, rename into `final`, register.
+
+    `entry` is the provenance of the one binary, or a list with one entry per installed binary."""
     staged = work / "staged"
     staged.mkdir()
     for name, path in files.items():
@@ -109,6 +126,88 @@ def install(work: Path, final: Path, files: dict[str, Path], entry: dict) -> Non
     if final.exists():
         shutil.rmtree(final)
     os.replace(staged, final)
-    registry.register(entry)
+    for one in entry if isinstance(entry, list) else [entry]:
+        registry.register(one)
 
 
+@contextmanager
+def workspace(name: str) -> Iterator[Path]:
+    """A temporary build folder under the builds folder (same file system: the install is a rename)."""
+    with tempfile.TemporaryDirectory(prefix=f"{name}-build-", dir=mkdir(registry.builds_root())) as tmp:
+        yield Path(tmp)
+
+
+def find_root(tree: Path, markers: tuple[str, ...], what: str, hint: str, given: Path | None = None) -> Path:
+    """The source folder inside an unpacked tree (the tree or one folder down) holding all `markers`;
+    UserInputError naming `given` (what the user gave) otherwise."""
+    for candidate in (tree, *sorted(tree.glob("*/"))):
+        if all((candidate / marker).exists() for marker in markers):
+            return candidate
+    raise UserInputError(f"no {what} source found in {given or tree}", hint=hint)
+
+
+def remove_objects(root: Path, log: Log) -> None:
+    """Delete object files a tree given as a folder may carry from an earlier build in place (other
+    flags, another MPI): make would link them as they are."""
+    stale = [path for pattern in ("*.o", "*.lo") for path in root.rglob(pattern) if path.is_file()]
+    for path in stale:
+        path.unlink()
+    if stale:
+        log(f"removed {len(stale)} object files of an earlier build from the copy of the source")
+
+
+def read_version(root: Path, rules: Iterable[tuple[str, str]]) -> str:
+    """The version a source tree declares: the first (file, regex) rule whose regex matches
+    that file (group 1 is the version), in the order given; "unknown" when none does."""
+    for name, pattern in rules:
+        path = root / name
+        if path.is_file():
+            m = re.search(pattern, path.read_text(errors="replace"), re.M)
+            if m:
+                return m.group(1)
+    return "unknown"
+
+
+def make_jobs() -> str:
+    """`-jN` for make: the cores of this node, at most 8 (a login node is shared)."""
+    return f"-j{max(1, min(os.cpu_count() or 1, 8))}"
+
+
+def entry_for(final: Path, name: str, version: str, source: Path, source_sum: str, **fields) -> dict:
+    """The provenance every build records, plus the builder's own `fields`."""
+    return {"name": name, "binary": str(final / name), "key": final.name.rsplit("-", 1)[1], "version": version,
+            "built_at": now(), "source": str(Path(source).resolve()), "source_sha256": source_sum, **fields}
+
+
+def mpi_fields(stack, toolchain: dict, **wrappers: str) -> dict:
+    """The provenance of the MPI a build used: its name and version, the wrappers, the toolchain."""
+    return {**wrappers, "mpi": stack.name, "mpi_version": stack.version, "toolchain": toolchain}
+
+
+def smoke_run(program: list[str], what: str, check: Callable[[str], str | None], ranks: int | None = 1,
+              mpi: str | None = None, env: dict[str, str] | None = None, timeout: float = 300) -> str:
+    """Run a new binary once on a tiny case, through `mpi`'s mpirun on `ranks` ranks (oversubscribed
+    if the node has fewer cores; no binding), or directly when `ranks` is None; its output.
+
+    `check(output)` says what is wrong with the output (None: it is what the program prints when
+    it works). BuildError when it fails, times out or cannot start: such a build is never installed."""
+    from clusterbench.launch.mpirun import MpiLaunch, mpirun_command
+
+    env = env or {}
+    cmd = program if ranks is None else mpirun_command(
+        MpiLaunch(ranks=ranks, env=env, bind_to="none", oversubscribe=ranks > 1, mpi=mpi), program)
+    with tempfile.TemporaryDirectory(prefix="smoke-") as tmp:
+        try:
+            done = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=timeout,
+                                  env=dict(os.environ) | env, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            reason, output = f"not finished in {timeout:.0f} s", ""
+        except OSError as exc:
+            reason, output = f"cannot start: {exc}", ""
+        else:
+            output = done.stdout + done.stderr
+            reason = f"exit code {done.returncode}" if done.returncode != 0 else check(done.stdout)
+    if reason:
+        raise BuildError(f"the new {what} failed its smoke test ({reason}):\n$ {shlex.join(cmd)}\n"
+                         + output.strip()[-1500:], hint="the build is not installed; see build.log for the build")
+    return done.stdout

@@ -9,17 +9,16 @@ grid on one rank (smoke test) before it is installed under the builds folder and
 from __future__ import annotations
 
 import os
-import re
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
 from clusterbench.build import registry
-from clusterbench.build.common import Built, Log, existing_build, install, mkdir, now, obtain, run_logged
+from clusterbench.build.common import Built, Log, existing_build, install, mkdir, now, obtain, read_version, run_logged
 from clusterbench.build.makearch import make_hpcg_arch
-from clusterbench.errors import MissingToolError, UserInputError
+from clusterbench.errors import UserInputError
 from clusterbench.native.build import BuildError, toolchain_identity
+from clusterbench.system.mpi import mpi_stack
 
 ARCH = "clusterbench"
 DEFAULT_CFLAGS = "-O3 -march=native"
@@ -34,27 +33,26 @@ def find_hpcg_root(tree: Path) -> Path:
                          hint="give the official HPCG 3.x tree or tarball (github.com/hpcg-benchmark/hpcg)")
 
 
+HPCG_VERSION_RULES = (
+    # the version the binary writes into its report: OutputFile doc("HPCG-Benchmark", "3.1")
+    ("src/ReportResults.cpp", r'OutputFile\s+\w+\s*\(\s*"HPCG-Benchmark"\s*,\s*"(\d+\.\d+(?:\.\d+)?)"'),
+    ("configure.ac", r"AC_INIT\(\s*\[?hpcg\]?\s*,\s*\[?(\d+\.\d+(?:\.\d+)?)"),
+    ("README.md", r"^\s*Revision:\s*(\d+\.\d+(?:\.\d+)?)"),
+    ("README", r"^\s*:?Revision:\s*(\d+\.\d+(?:\.\d+)?)"),
+)
+
+
 def hpcg_version(root: Path) -> str:
-    for name in ("src/ReportResults.cpp", "README.md", "README"):
-        path = root / name
-        if path.is_file():
-            m = re.search(r"HPCG[-_ ]Benchmark[_ ]?(\d+\.\d+)|version[ =\"]+(\d+\.\d+)",
-                          path.read_text(errors="replace"))
-            if m:
-                return m.group(1) or m.group(2)
-    return "unknown"
-
-
-def find_mpicxx() -> str:
-    for name in (os.environ.get("CLUSTERBENCH_MPICXX"), "mpicxx", "mpic++", "mpiCC"):
-        if name and shutil.which(name):
-            return shutil.which(name)
-    raise MissingToolError("no MPI C++ compiler (mpicxx) on PATH", hint="apt-get install libopenmpi-dev")
+    """The HPCG version of a tree: the one its report writer prints, else configure.ac's AC_INIT,
+    else the README's "Revision: 3.1". (src/OutputFile.hpp's "version=3.2.1alpha" is an example
+    in a comment, and the README's "MPI version 1.1" is about MPI: neither is read.)"""
+    return read_version(root, HPCG_VERSION_RULES)
 
 
 def build_hpcg(source: Path, openmp: bool = True, cflags: str = DEFAULT_CFLAGS, force: bool = False,
-               log: Log = lambda _msg: None) -> Built:
-    cxx = find_mpicxx()
+               log: Log = lambda _msg: None, mpi: str | None = None) -> Built:
+    stack = mpi_stack(mpi)
+    cxx = stack.compiler(cxx=True)
     root_cache = registry.builds_root()
     with tempfile.TemporaryDirectory(prefix="hpcg-build-", dir=mkdir(root_cache)) as tmp:
         work = Path(tmp)
@@ -72,23 +70,23 @@ def build_hpcg(source: Path, openmp: bool = True, cflags: str = DEFAULT_CFLAGS, 
         binary = root / "bin" / "xhpcg"
         if not binary.is_file():
             raise BuildError(f"make finished but {binary} is missing", hint="see build.log")
-        smoke_test(binary)
+        smoke_test(binary, stack.name)
         entry = {"name": "xhpcg", "binary": str(final / "xhpcg"), "key": final.name.split("-", 1)[1],
                  "version": hpcg_version(root), "built_at": now(), "source": str(source),
                  "source_sha256": source_sum, "openmp": openmp, "cflags": cflags,
-                 "mpicxx": cxx, "toolchain": inputs["toolchain"]}
+                 "mpicxx": cxx, "mpi": stack.name, "mpi_version": stack.version, "toolchain": inputs["toolchain"]}
         install(work, final, {"xhpcg": binary, "build.log": work / "build.log",
                               f"Make.{ARCH}": root / "setup" / f"Make.{ARCH}"}, entry)
     log(f"registered {entry['binary']}")
     return Built(final / "xhpcg", entry, rebuilt=True)
 
 
-def smoke_test(binary: Path) -> None:
+def smoke_test(binary: Path, mpi: str | None = None) -> None:
     """One rank, a 16^3 grid, 1 s: the binary must write its HPCG-Benchmark report."""
     from clusterbench.launch.mpirun import MpiLaunch, mpirun_command
 
     with tempfile.TemporaryDirectory(prefix="xhpcg-smoke-") as tmp:
-        cmd = mpirun_command(MpiLaunch(ranks=1, bind_to="none", env={"OMP_NUM_THREADS": "1"}),
+        cmd = mpirun_command(MpiLaunch(ranks=1, bind_to="none", env={"OMP_NUM_THREADS": "1"}, mpi=mpi),
                              [str(binary), "--nx=16", "--ny=16", "--nz=16", "--rt=1"])
         try:
             done = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=300,

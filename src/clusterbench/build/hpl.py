@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import shlex
 import shutil
 import subprocess
@@ -24,12 +23,13 @@ from pathlib import Path
 
 from clusterbench.bench.hpl_output import hpl_outcome
 from clusterbench.build import registry
-from clusterbench.build.common import Built, existing_build, install, mkdir, now, obtain, run_logged
+from clusterbench.build.common import Built, existing_build, install, mkdir, now, obtain, read_version, run_logged
 from clusterbench.build.makearch import BLAS_KINDS, blas_link, make_arch
 from clusterbench.build.patches import PatchError, patch_hpcc_driver, patch_mpi1_tree
 from clusterbench.errors import UserInputError
-from clusterbench.native.build import BuildError, find_compiler, toolchain_identity
+from clusterbench.native.build import BuildError, toolchain_identity
 from clusterbench.plan.hplinput import HplInput, render_hpl_dat
+from clusterbench.system.mpi import mpi_stack
 
 ARCH = "clusterbench"
 DEFAULT_CFLAGS = "-O3 -march=native -fomit-frame-pointer -funroll-loops -fcommon"
@@ -46,21 +46,26 @@ def find_hpl_root(tree: Path) -> tuple[Path, str]:
                          hint="give a netlib HPL 2.x tree or tarball (hpl-2.3.tar.gz), or HPCC's source")
 
 
+HPL_VERSION_RULES = (
+    ("configure.ac", r"AC_INIT\(\s*\[?hpl\]?\s*,\s*\[?(\d+\.\d+[a-z]?)"),  # HPL 2.3's autotools
+    *((name, r"HPL\s+-\s+(\d+\.\d+[a-z]?)\s+-") for name in ("include/hpl.h", "include/hpl_misc.h", "HISTORY",
+                                                            "README")),  # "HPL - 2.3 - December 2, 2018"
+    *((name, r"HPL\s+(?:Version\s+)?(\d+\.\d+[a-z]?)") for name in ("include/hpl_misc.h", "HISTORY", "README")),
+)
+
+
 def hpl_version(root: Path) -> str:
-    text = ""
-    for name in ("include/hpl_misc.h", "HISTORY", "README"):
-        path = root / name
-        if path.is_file():
-            text += path.read_text(errors="replace")
-    m = re.search(r"HPL\s+(?:Version\s+)?(\d+\.\d+[a-z]?)", text)
-    return m.group(1) if m else "unknown"
+    """The HPL version of a tree: configure.ac's AC_INIT, else the "HPL - 2.3 - <date>" banner of
+    its headers, HISTORY and README, else an "HPL [Version] 2.0" mention there."""
+    return read_version(root, HPL_VERSION_RULES)
 
 
 def build_hpl(source: Path | None = None, blas: str = "generic", cflags: str = DEFAULT_CFLAGS,
-              force: bool = False, log: Callable[[str], None] = lambda _msg: None) -> Built:
+              force: bool = False, log: Callable[[str], None] = lambda _msg: None, mpi: str | None = None) -> Built:
     if blas not in BLAS_KINDS:
         raise UserInputError(f"--blas {blas}: unknown BLAS link", hint=f"choose one of: {', '.join(BLAS_KINDS)}")
-    mpicc = find_compiler(mpi=True)
+    stack = mpi_stack(mpi)
+    mpicc = stack.compiler()
     root_cache = registry.builds_root()
     with tempfile.TemporaryDirectory(prefix="hpl-build-", dir=mkdir(root_cache)) as tmp:
         work = Path(tmp)
@@ -72,7 +77,7 @@ def build_hpl(source: Path | None = None, blas: str = "generic", cflags: str = D
         final, done = existing_build("hpl", "xhpl", inputs, force, log)
         if done:
             return done
-        log(f"building HPL {hpl_version(hpl_root)} ({kind} tree) with {blas} BLAS")
+        log(f"building HPL {hpl_version(hpl_root)} ({kind} tree) with {blas} BLAS and {stack.implementation}")
         changed = patch_mpi1_tree(hpl_root)
         patched = [f"MPI-1 calls renamed in {path} ({n})" for path, n in changed.items()]
         if kind == "hpcc":
@@ -94,11 +99,12 @@ def build_hpl(source: Path | None = None, blas: str = "generic", cflags: str = D
         else:
             shutil.copy2(hpl_root / "bin" / ARCH / "xhpl", binary)
         log("smoke test: 1 rank, N=256")
-        smoke = smoke_test(binary, blas)
+        smoke = smoke_test(binary, blas, stack.name)
         entry = {"name": "xhpl", "binary": str(final / "xhpl"), "key": final.name.split("-", 1)[1],
                  "built_at": now(), "version": hpl_version(hpl_root),
                  "source": package.origin if package else str(source), "source_sha256": source_sum,
                  "tree": kind, "blas": blas, "blas_libs": link.libs, "cflags": cflags, "mpicc": mpicc,
+                 "mpi": stack.name, "mpi_version": stack.version,
                  "toolchain": inputs["toolchain"], "patches": patched, "smoke_test_gflops": smoke}
         install(work, final, {"xhpl": binary, "build.log": work / "build.log",
                               f"Make.{ARCH}": hpl_root / f"Make.{ARCH}"}, entry)
@@ -111,7 +117,7 @@ def main_source() -> Path:
     return Path(str(resources.files("clusterbench.native") / "src" / "hpl_main.c"))
 
 
-def smoke_test(binary: Path, blas: str) -> float:
+def smoke_test(binary: Path, blas: str, mpi: str | None = None) -> float:
     """Run the new xhpl once on a tiny problem; its Gflop/s. BuildError unless it PASSED."""
     from clusterbench.bench.placement import blas_dir, choose_blas, library_path_env
     from clusterbench.launch.mpirun import MpiLaunch, mpirun_command
@@ -121,7 +127,7 @@ def smoke_test(binary: Path, blas: str) -> float:
         env |= library_path_env(blas_dir(choose_blas(None, 1)))
     with tempfile.TemporaryDirectory(prefix="xhpl-smoke-") as tmp:
         Path(tmp, "HPL.dat").write_text(render_hpl_dat(HplInput(ns=[256], nbs=[64], grids=[(1, 1)])))
-        cmd = mpirun_command(MpiLaunch(ranks=1, bind_to="none"), [str(binary)])
+        cmd = mpirun_command(MpiLaunch(ranks=1, bind_to="none", mpi=mpi), [str(binary)])
         try:
             done = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=120)
         except subprocess.TimeoutExpired:

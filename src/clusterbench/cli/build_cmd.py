@@ -1,8 +1,10 @@
-"""`clusterbench build hpl|hpcg|list`: build official benchmarks into the cache and register them."""
+"""`clusterbench build hpl|hpcg|imb|osu|stream|lulesh|list`: build official benchmarks into the cache
+and register them."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -10,11 +12,16 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from clusterbench.cli.app import app, console
+from clusterbench.cli.app import MpiOpt, app, console
 
-build_app = typer.Typer(help="Build official benchmarks (HPL, HPCG) for this cluster, with provenance.",
-                        no_args_is_help=True)
+build_app = typer.Typer(help="Build official benchmarks (HPL, HPCG, IMB, OSU, STREAM, LULESH) for this cluster, "
+                             "with provenance.", no_args_is_help=True)
 app.add_typer(build_app, name="build")
+
+SourceOpt = Annotated[Path, typer.Option(help="The official source tree or tarball.")]
+CflagsOpt = Annotated[str | None, typer.Option(help="Compiler flags (default: -O3 -march=native).")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Rebuild even if this build is cached.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the provenance as JSON.")]
 
 
 def _say(msg: str) -> None:
@@ -39,6 +46,7 @@ def build_hpl_cmd(
         help="BLAS link: generic (libblas.so.3, switchable per run), openblas, blis or mkl ($MKLROOT).")]
     = "generic",
     cflags: Annotated[str | None, typer.Option(help="Compiler flags (default: -O3 -march=native ...).")] = None,
+    mpi: MpiOpt = None,
     force: Annotated[bool, typer.Option("--force", help="Rebuild even if this build is cached.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the provenance as JSON.")] = False,
 ) -> None:
@@ -46,12 +54,13 @@ def build_hpl_cmd(
     from clusterbench.build.hpl import DEFAULT_CFLAGS, build_hpl
 
     built = _building("HPL", as_json, lambda log: build_hpl(source, blas=blas, cflags=cflags or DEFAULT_CFLAGS,
-                                                            force=force, log=log))
+                                                            force=force, log=log, mpi=mpi and mpi.value))
     if as_json:
         return
     p = built.provenance
     console.print(f"[green]xhpl ready[/]: {escape(str(built.binary))}"
                   f" ({'built now' if built.rebuilt else 'cached'}; HPL {escape(p['version'])}, {p['blas']} BLAS, "
+                  f"{p.get('mpi', 'openmpi')}, "
                   f"smoke test {p.get('smoke_test_gflops', 0):.2f} Gflop/s)")
     console.print("campaigns and `clusterbench bench hpl` now use it; see `clusterbench build list`.")
 
@@ -61,6 +70,7 @@ def build_hpcg_cmd(
     source: Annotated[Path, typer.Option(help="The official HPCG 3.x source tree or tarball.")],
     openmp: Annotated[bool, typer.Option(help="MPI + OpenMP (default) or MPI only.")] = True,
     cflags: Annotated[str | None, typer.Option(help="Compiler flags (default: -O3 -march=native).")] = None,
+    mpi: MpiOpt = None,
     force: Annotated[bool, typer.Option("--force", help="Rebuild even if this build is cached.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the provenance as JSON.")] = False,
 ) -> None:
@@ -68,26 +78,127 @@ def build_hpcg_cmd(
     from clusterbench.build.hpcg import DEFAULT_CFLAGS, build_hpcg
 
     built = _building("HPCG", as_json, lambda log: build_hpcg(source, openmp=openmp, cflags=cflags or DEFAULT_CFLAGS,
-                                                              force=force, log=log))
+                                                              force=force, log=log, mpi=mpi and mpi.value))
     if as_json:
         return
     console.print(f"[green]xhpcg ready[/]: {escape(str(built.binary))} ({'built now' if built.rebuilt else 'cached'})")
 
 
+def _ready(built, what: str) -> None:
+    p = built.provenance
+    console.print(f"[green]{escape(p['name'])} ready[/]: {escape(str(built.binary))}"
+                  f" ({'built now' if built.rebuilt else 'cached'}; {escape(what)})")
+
+
+@build_app.command("imb")
+def build_imb_cmd(source: SourceOpt, cflags: CflagsOpt = None, mpi: MpiOpt = None, force: ForceOpt = False,
+                  as_json: JsonOpt = False) -> None:
+    """Build IMB-MPI1 of the Intel MPI Benchmarks (upstream make; it compiles at -O0 whatever --cflags)."""
+    from clusterbench.build.common import DEFAULT_CFLAGS
+    from clusterbench.build.imb import build_imb
+
+    built = _building("IMB", as_json, lambda log: build_imb(source, cflags=cflags or DEFAULT_CFLAGS, force=force,
+                                                            log=log, mpi=mpi and mpi.value))
+    if not as_json:
+        p = built.provenance
+        _ready(built, f"IMB {p['version']}, {p['mpi']}, compiled {p.get('optimization')}, "
+                      f"smoke test PingPong {p.get('smoke_test_latency_us')} us")
+        console.print("`clusterbench bench imb` now uses it.")
+
+
+@build_app.command("osu")
+def build_osu_cmd(source: SourceOpt, cflags: CflagsOpt = None, mpi: MpiOpt = None, force: ForceOpt = False,
+                  as_json: JsonOpt = False) -> None:
+    """Build the OSU Micro-Benchmarks (configure && make) and register osu_latency, osu_bw, ... each."""
+    from clusterbench.build.common import DEFAULT_CFLAGS
+    from clusterbench.build.osu import build_osu
+
+    built = _building("OSU", as_json, lambda log: build_osu(source, cflags=cflags or DEFAULT_CFLAGS, force=force,
+                                                            log=log, mpi=mpi and mpi.value))
+    if not as_json:
+        p = built.provenance
+        _ready(built, f"OSU {p['version']}, {p['mpi']}, smoke test {p.get('smoke_test_latency_us')} us")
+        console.print(f"installed beside it: {escape(', '.join(p.get('installed', {})))}; "
+                      "`clusterbench bench osu -p test=...` now uses them.")
+
+
+@build_app.command("stream")
+def build_stream_cmd(
+    source: SourceOpt,
+    array_size: Annotated[int | None, typer.Option(
+        help="Elements per array (default: STREAM's rule, 4 x the node's last-level cache, at least 10M).")] = None,
+    ntimes: Annotated[int, typer.Option(help="Repetitions of each kernel (-DNTIMES; the first is not counted).")]
+    = 10,
+    cflags: CflagsOpt = None, force: ForceOpt = False, as_json: JsonOpt = False,
+) -> None:
+    """Build McCalpin's stream.c with OpenMP and the array size compiled in (no MPI)."""
+    from clusterbench.build.common import DEFAULT_CFLAGS
+    from clusterbench.build.stream import build_stream
+
+    built = _building("STREAM", as_json, lambda log: build_stream(
+        source, array_size=array_size, ntimes=ntimes, cflags=cflags or DEFAULT_CFLAGS, force=force, log=log))
+    if not as_json:
+        p = built.provenance
+        _ready(built, f"STREAM {p['version']}, {p['array_size']:,} elements per array, NTIMES={p['ntimes']}, "
+                      f"smoke test Triad {p.get('smoke_test_triad_mbs')} MB/s")
+        console.print("`clusterbench bench stream-binary` now uses it.")
+
+
+@build_app.command("lulesh")
+def build_lulesh_cmd(
+    source: SourceOpt,
+    openmp: Annotated[bool, typer.Option(help="MPI + OpenMP (default) or MPI only.")] = True,
+    cflags: CflagsOpt = None, mpi: MpiOpt = None, force: ForceOpt = False, as_json: JsonOpt = False,
+) -> None:
+    """Build lulesh2.0 (upstream Makefile, CXX=mpicxx -DUSE_MPI=1, OpenMP)."""
+    from clusterbench.build.common import DEFAULT_CFLAGS
+    from clusterbench.build.lulesh import build_lulesh
+
+    built = _building("LULESH", as_json, lambda log: build_lulesh(
+        source, cflags=cflags or DEFAULT_CFLAGS, openmp=openmp, force=force, log=log, mpi=mpi and mpi.value))
+    if not as_json:
+        p = built.provenance
+        _ready(built, f"LULESH {p['version']}, {p['mpi']}, smoke test FOM {p.get('smoke_test_fom')} z/s")
+
+
+def registered_builds() -> list[dict]:
+    """Every registered build whose binary is still there, newest first."""
+    from clusterbench.build import registry
+
+    found = [(e.get("built_at", ""), k, e) for k, e in enumerate(registry.load())
+             if os.access(e.get("binary", ""), os.X_OK)]
+    return [e for _, _, e in sorted(found, key=lambda t: t[:2], reverse=True)]
+
+
+def _flags(e: dict) -> str:
+    parts = [str(e.get("cflags") or "")]
+    if e.get("blas"):
+        parts.append(f"{e['blas']} BLAS")
+    if e.get("optimization") and e["optimization"] not in parts[0].split()[-1:]:
+        parts.append(f"compiled {e['optimization']}")
+    if e.get("array_size"):
+        parts.append(f"N={e['array_size']} NTIMES={e.get('ntimes')}")
+    if e.get("openmp") is False:
+        parts.append("no OpenMP")
+    return "; ".join(p for p in parts if p)
+
+
+def _mpi(e: dict) -> str:
+    if "mpi" in e and not e["mpi"]:
+        return "-"  # built without MPI (STREAM)
+    return " ".join(filter(None, (e.get("mpi", "openmpi"), e.get("mpi_version"))))
+
+
 @build_app.command("list")
 def build_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """The registered builds whose binaries still exist, newest first."""
-    from clusterbench.build import registry
-
-    entries = [e for name in ("xhpl", "xhpcg") for e in registry.builds(name)]
+    entries = registered_builds()
     if as_json:
         print(json.dumps(entries, indent=2))
         return
-    table = Table("name", "version", "BLAS", "flags", "source", "built", "binary", title="builds",
+    table = Table("name", "version", "MPI", "flags", "source", "built", "binary", title="builds",
                   title_justify="left")
     for e in entries:
-        table.add_row(e["name"], escape(str(e.get("version"))), escape(str(e.get("blas", "-"))),
-                      escape(str(e.get("cflags"))), escape(str(e.get("source"))), escape(str(e.get("built_at"))),
-                      escape(e["binary"]))
+        table.add_row(escape(str(e.get("name"))), escape(str(e.get("version"))), escape(_mpi(e)), escape(_flags(e)),
+                      escape(str(e.get("source"))), escape(str(e.get("built_at"))), escape(e["binary"]))
     console.print(table)
-

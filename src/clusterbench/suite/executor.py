@@ -19,6 +19,7 @@ from pathlib import Path
 
 from clusterbench.bench.base import Benchmark
 from clusterbench.bench.metrics import Metric, Outcome
+from clusterbench.build import registry
 from clusterbench.launch import libtrace
 from clusterbench.launch.process import ProcessResult, run_process
 from clusterbench.launch.site import LOCAL, Site
@@ -122,6 +123,9 @@ def finish(store: Store, run: Started, proc: ProcessResult, timeout_s: float | N
     """Parse the outputs, decide the status and store everything in one transaction."""
     bench, workdir, record = run.bench, run.workdir, run.record
     outcome = bench.parse(workdir)
+    built = registry.provenance(str(bench.binary)) if getattr(bench, "binary", None) else None
+    if built:  # clusterbench built it: which source, version, MPI, BLAS link and flags made it
+        outcome.facts["binary_provenance"] = built
     if power_reading:  # valid with the run: an invalid run's power is not an efficiency figure
         labels = {"source": power_reading.source, "seconds": round(power_reading.seconds, 3)}
         outcome.metrics += [Metric("power_w", power_reading.watts, "W", False, labels, outcome.valid),
