@@ -28,3 +28,10 @@ class UserInputError(Exception):
 
 class MissingToolError(UserInputError):
     """A required program (mpirun, hpcc, ...) is not installed."""
+
+
+class EnvironmentProblem(UserInputError):
+    """The machine, not the input, is at fault (a database that cannot be opened or written, a
+    full disk, a lock held by another run): printed like bad input, exit code 1."""
+
+    exit_code = 1
