@@ -71,10 +71,11 @@ def _checked(name: str, value: str, where: str) -> int:
     return number
 
 
-def exceeded(name: str, count: int | str, subject: str, hint: str | None = None) -> UserInputError:
+def exceeded(name: str, count: int | str, subject: str | None = None, hint: str | None = None) -> UserInputError:
     """The error for `subject` going past limit `name` (the caller raises it where it can locate it)."""
     value = limit(name)
-    return UserInputError(f"{subject}: {count} exceeds the limit {name}={value} ({LIMITS[name].what})",
+    return UserInputError(f"{subject + ': ' if subject else ''}{count} exceeds the limit {name}={value} "
+                          f"({LIMITS[name].what})",
                           hint=hint or f"if you mean it, raise it: clusterbench --limit {name}=N ... "
                                        f"(or CLUSTERBENCH_LIMIT_{name.upper()}=N)")
 

@@ -4,19 +4,32 @@ For what clusterbench has no module for yet (a site's own application, a script)
 simplest way to sweep something: every campaign parameter can appear in the command as
 `{name}`. Metrics are read from stdout with one regular expression each (the first group is
 the value); `valid_if` / `invalid_if` patterns decide validity. The command runs through
-`/bin/sh -c` in the run directory, so pipes and `&&` work, and a timeout kills the whole group.
+`/bin/sh -c` in the run directory, so pipes and `&&` written in the command work, and a timeout
+kills the whole group.
+
+A substituted value is shell-quoted: it is always one word of the command line, never shell
+syntax, because campaign files travel between sites and a value such as `$(rm -rf ~)` or
+`x; reboot` must stay text. Shell syntax belongs in the command template itself; a value that
+must be split into several words on purpose goes through the environment (`env: {OPTS: "{opts}"}`
+and `command: "./app $OPTS"`: the shell splits an expanded variable into words but never runs
+what it contains). Metric patterns run under a time budget (limit `max_parse_seconds`), so a
+pattern that backtracks catastrophically makes the run invalid instead of hanging it.
 """
 
 from __future__ import annotations
 
-import re
+import shlex
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import regex
 
 from clusterbench.bench.base import Benchmark
 from clusterbench.bench.metrics import Metric, Outcome
 from clusterbench.bench.params import REQUIRED, Param
 from clusterbench.errors import UserInputError
+from clusterbench.limits import limit
 from clusterbench.plan.expr import substitute
 from clusterbench.system.discover import SystemInfo
 
@@ -36,10 +49,12 @@ class MetricPattern:
         unknown = set(spec) - {"name", "pattern", "unit", "higher_is_better"}
         if unknown:
             raise UserInputError(f"unknown metric key(s): {', '.join(sorted(unknown))}")
+        if not isinstance(spec["pattern"], str) or not isinstance(spec["name"], str):
+            raise UserInputError("a metric's name and pattern are text")
         try:
-            if re.compile(spec["pattern"]).groups < 1:
+            if regex.compile(spec["pattern"]).groups < 1:
                 raise UserInputError(f"metric pattern {spec['pattern']!r} needs one (group) for the value")
-        except re.error as exc:
+        except regex.error as exc:
             raise UserInputError(f"metric pattern {spec['pattern']!r} is not a regular expression: {exc}") from None
         return cls(**spec)
 
@@ -65,7 +80,7 @@ class Command(Benchmark):
     def resolve(cls, point: dict, system: SystemInfo) -> None:
         for spec in point.get("metrics", []):
             MetricPattern.from_spec(spec)
-        substitute(point["command"], point)  # unknown {names} are an error now, not at run time
+        substitute(point["command"], point, quote=shlex.quote)  # unknown {names}, NUL bytes: refused now
 
     @classmethod
     def from_point(cls, point: dict) -> Command:
@@ -77,13 +92,28 @@ class Command(Benchmark):
         return self.point
 
     def command(self) -> list[str]:
-        return ["/bin/sh", "-c", substitute(self.template, self.point)]
+        return ["/bin/sh", "-c", substitute(self.template, self.point, quote=shlex.quote)]
 
     def parse(self, workdir: Path) -> Outcome:
-        text = (workdir / "stdout.txt").read_text(errors="replace")
+        text = _tail(workdir / "stdout.txt")
         out = Outcome()
+        deadline = time.monotonic() + limit("max_parse_seconds")
+
+        def matches(pattern: str, what: str) -> list | None:
+            """Every match of `pattern` in the output, within what is left of the budget; None
+            (and the run invalid) when the budget ran out."""
+            try:
+                left = max(deadline - time.monotonic(), 0.001)
+                return regex.compile(pattern, flags=regex.MULTILINE).findall(text, timeout=left)
+            except TimeoutError:
+                out.invalidate(f"{what}: pattern {pattern!r} took more than {limit('max_parse_seconds')} s on the "
+                               "output (catastrophic backtracking?); simplify it or raise max_parse_seconds")
+                return None
+
         for mp in self.metric_patterns:
-            found = re.findall(mp.pattern, text, flags=re.MULTILINE)
+            found = matches(mp.pattern, f"metric {mp.name}")
+            if found is None:
+                continue
             if not found:
                 out.invalidate(f"metric {mp.name}: pattern {mp.pattern!r} not found in stdout")
                 continue
@@ -92,8 +122,22 @@ class Command(Benchmark):
                 out.metrics.append(Metric(mp.name, float(value), mp.unit, mp.higher_is_better))
             except ValueError:
                 out.invalidate(f"metric {mp.name}: {value!r} is not a number")
-        if self.valid_if and not re.search(self.valid_if, text, flags=re.MULTILINE):
+        if self.valid_if and matches(self.valid_if, "valid_if") == []:
             out.invalidate(f"stdout does not contain {self.valid_if!r}")
-        if self.invalid_if and re.search(self.invalid_if, text, flags=re.MULTILINE):
+        if self.invalid_if and matches(self.invalid_if, "invalid_if"):
             out.invalidate(f"stdout contains {self.invalid_if!r}")
         return out
+
+
+MAX_PARSED_BYTES = 64 * 2**20
+
+
+def _tail(path: Path) -> str:
+    """The output a run's patterns read: all of it, or its last 64 MiB (results come last)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - MAX_PARSED_BYTES))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from clusterbench.bench.base import Benchmark
-from clusterbench.bench.params import Param
+from clusterbench.bench.params import MAX_COUNT, Param
 from clusterbench.bench.placement import BIND_CHOICES, MPI_PARAM, blas_dir, choose_blas, library_path_env
 from clusterbench.errors import UserInputError
 from clusterbench.launch.mpirun import INTERCONNECTS, MpiLaunch
@@ -26,9 +26,9 @@ from clusterbench.system.discover import SystemInfo
 from clusterbench.system.mpi import default_mpi_name, mpi_stack
 
 PLACEMENT_PARAMS = (
-    Param("nodes", int, 1, "nodes (ranks are spread evenly over them)", minimum=1),
-    Param("ranks", int, None, "MPI ranks (default: the kernel's)", minimum=1),
-    Param("threads", int, None, "OpenMP threads per rank (default: the kernel's)", minimum=1),
+    Param("nodes", int, 1, "nodes (ranks are spread evenly over them)", minimum=1, maximum=MAX_COUNT),
+    Param("ranks", int, None, "MPI ranks (default: the kernel's)", minimum=1, maximum=MAX_COUNT),
+    Param("threads", int, None, "OpenMP threads per rank (default: the kernel's)", minimum=1, maximum=MAX_COUNT),
     Param("bind_to", str, None, "mpirun --bind-to: core, socket, numa or none", choices=BIND_CHOICES),
     Param("map_by", str, None, "mpirun --map-by: core, socket, numa, node, ppr:1:socket, ..."),
     Param("interconnect", str, None, "transport: auto, shm, tcp, ib (default: the campaign's, else auto)",

@@ -7,12 +7,14 @@ naming the file, line and field, not a crash an hour into a sweep.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from clusterbench.errors import UserInputError
 
 REQUIRED = object()
+MAX_COUNT = 2**20  # nodes, ranks, threads: beyond any machine, and small enough to plan with
 
 
 @dataclass(frozen=True)
@@ -23,6 +25,7 @@ class Param:
     help: str = ""
     choices: tuple[str, ...] | None = None
     minimum: float | None = None
+    maximum: float | None = None
 
     @property
     def required(self) -> bool:
@@ -31,7 +34,9 @@ class Param:
     def check(self, value: Any) -> Any:
         """The value converted to this parameter's type, or a UserInputError saying why not."""
         if type(value) is self.kind and (self.choices is None or value in self.choices) \
-                and (self.minimum is None or value >= self.minimum):
+                and (self.minimum is None or value >= self.minimum) \
+                and (self.maximum is None or value <= self.maximum) \
+                and (self.kind is not float or math.isfinite(value)) and (self.kind is not str or "\0" not in value):
             return value  # the common case, first: campaigns check every parameter of every point
         kind_name = self.kind.__name__
         if self.kind is str and isinstance(value, bool) and self.choices:
@@ -44,8 +49,14 @@ class Param:
             raise UserInputError(f"{self.name} must be {_article(kind_name)} {kind_name}, got {value!r}")
         if self.choices is not None and value not in self.choices:
             raise UserInputError(f"{self.name} must be one of {', '.join(self.choices)}; got {value!r}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UserInputError(f"{self.name} must be a finite number, got {value!r}")
+        if isinstance(value, str) and "\0" in value:
+            raise UserInputError(f"{self.name} contains a NUL byte")
         if self.minimum is not None and value < self.minimum:
             raise UserInputError(f"{self.name} must be at least {self.minimum:g}, got {value!r}")
+        if self.maximum is not None and value > self.maximum:
+            raise UserInputError(f"{self.name} must be at most {self.maximum:g}, got {value!r}")
         return value
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 
-from clusterbench.bench.params import Param
+from clusterbench.bench.params import MAX_COUNT, Param
 from clusterbench.errors import UserInputError
 from clusterbench.launch.mpirun import INTERCONNECTS
 from clusterbench.plan.hpl import Layout, grids, layouts
@@ -37,9 +37,9 @@ MPI_PARAM = Param("mpi", str, None, "MPI implementation: openmpi or mpich (defau
 MPI_PARAMS = (
     Param("layout", str, "mpi", "rank/thread layout: mpi, hybrid-socket or hybrid-node",
           choices=LAYOUT_NAMES),
-    Param("nodes", int, 1, "number of nodes", minimum=1),
-    Param("ranks", int, None, "MPI ranks (default: from the layout)", minimum=1),
-    Param("threads", int, None, "threads per rank (default: from the layout)", minimum=1),
+    Param("nodes", int, 1, "number of nodes", minimum=1, maximum=MAX_COUNT),
+    Param("ranks", int, None, "MPI ranks (default: from the layout)", minimum=1, maximum=MAX_COUNT),
+    Param("threads", int, None, "threads per rank (default: from the layout)", minimum=1, maximum=MAX_COUNT),
     Param("bind_to", str, None, "binding: core, socket, numa or none (default: from the layout)",
           choices=BIND_CHOICES),
     Param("map_by", str, None, "rank placement, passed to mpirun --map-by: core (fill a socket first), "

@@ -16,7 +16,7 @@ import hashlib
 import itertools
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +25,7 @@ from clusterbench.bench.params import Param
 from clusterbench.bench.registry import benchmark_class
 from clusterbench.campaign.spec import BenchmarkBlock, Campaign, CampaignError, CampaignSource, Location
 from clusterbench.errors import UserInputError
+from clusterbench.limits import exceeded, limit
 from clusterbench.plan.expr import Expression, substitute
 from clusterbench.plan.hpl import n_for_memory, n_for_time
 from clusterbench.plan.ranges import is_range, parse_int_values
@@ -79,6 +80,9 @@ def system_names(system: SystemInfo) -> dict[str, Any]:
 
 
 def expand(campaign: Campaign, source: CampaignSource | None, system: SystemInfo) -> list[PlannedRun]:
+    """Every run of the campaign. Sizes are counted before anything is built: a block's space
+    (limit max_points) before its points are made, and the runs (max_runs) as they are made, so
+    a hostile file is refused without taking the machine's memory."""
     runs: list[PlannedRun] = []
     seen: set[str] = set()
     for i, block in enumerate(campaign.benchmarks):
@@ -86,6 +90,11 @@ def expand(campaign: Campaign, source: CampaignSource | None, system: SystemInfo
             if run.id not in seen:  # identical points (say, from two blocks) run once
                 seen.add(run.id)
                 runs.append(run)
+                if len(runs) > limit("max_runs"):
+                    raise CampaignError(exceeded("max_runs", f"more than {limit('max_runs')}", "runs").message,
+                                        source, ("benchmarks", i),
+                                        hint="narrow the space, or raise the limit: clusterbench --limit "
+                                             "max_runs=N ... (or CLUSTERBENCH_LIMIT_MAX_RUNS=N)")
     # Repeat-major order: every configuration once before any is repeated, so slow drifts of
     # the machine (and --spread) touch all configurations alike.
     return sorted(runs, key=lambda r: r.repeat)  # stable: file order within a round
@@ -130,10 +139,13 @@ def _expand_block(campaign: Campaign, block: BenchmarkBlock, loc: Location,
     defaults = {p.name: p.default for p in cls.parameters if p.default is not None and not p.required}
 
     runs: list[PlannedRun] = []
+    repeats = block.repeats or campaign.repeats
+    if repeats > limit("max_repeats"):
+        raise ctx.error(exceeded("max_repeats", repeats).message, "repeats",
+                        hint="raise it with clusterbench --limit max_repeats=N ...")
     combos = _combine(ctx, axes)
     check = _point_checker(ctx, cls, declared, [*literal, *axes, *order])
     base_scope = names | defaults
-    repeats = block.repeats or campaign.repeats
     where_key = site_key(campaign)
     timeout = block.timeout_s or campaign.timeout_s
     tags = campaign.tags | block.tags
@@ -153,13 +165,17 @@ def _expand_block(campaign: Campaign, block: BenchmarkBlock, loc: Location,
             continue
         env = {key: _substitute(ctx, value, scope, key) for key, value in env_spec.items()}
         estimate = cls.estimate_s(point, system)
+        if len(runs) + repeats > limit("max_runs"):
+            raise ctx.error(exceeded("max_runs", f"more than {limit('max_runs')}", "runs of this block").message,
+                            "space" if axes else "repeats",
+                            hint="narrow the space, or raise the limit: clusterbench --limit max_runs=N ...")
         for r in range(repeats):
             runs.append(PlannedRun(run_id(campaign.name, block.benchmark, point, env, r, where_key), campaign.name,
                                    block.label, block.benchmark, point, r, env, timeout,
                                    tags, estimate))
-    if combos and not runs:
-        raise ctx.error(f"the constraints remove all {len(combos)} point(s): nothing would run", "where",
-                        hint="check the where: expressions against the values in space:")
+    if not runs:
+        raise ctx.error(f"the constraints remove all {_space_size(ctx, axes)} point(s): nothing would run",
+                        "where", hint="check the where: expressions against the values in space:")
     return runs
 
 
@@ -195,6 +211,10 @@ def _split_params(ctx: _Block, params: dict) -> tuple[dict, dict]:
             if unknown:
                 raise ctx.error(f"unknown hpl_n option {sorted(unknown)[0]!r}", "params", name, "hpl_n",
                                 hint="hpl_n options: " + ", ".join(sorted(HPL_N_OPTIONS)))
+            for option, value in opts.items():
+                problem = _hpl_n_problem(option, value)
+                if problem:
+                    raise ctx.error(f"hpl_n {option}: {problem}, got {value!r}", "params", name, "hpl_n", option)
             derived[name] = ("hpl_n", opts)
         elif isinstance(raw, dict):
             raise ctx.error("a mapping here must be {expr: '...'} or {hpl_n: {...}}", "params", name,
@@ -240,6 +260,27 @@ def _derive(ctx: _Block, name: str, spec: Any, scope: dict, system: SystemInfo) 
         return _hpl_n(spec[1], scope, system)
     except UserInputError as exc:
         raise ctx.error(exc.message, *where, hint=exc.hint) from None
+
+
+def _hpl_n_problem(option: str, value: Any) -> str | None:
+    """What is wrong with one hpl_n option's value (None: nothing), checked before any point."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if option == "memory":
+        if not isinstance(value, str):
+            return "must be a size such as 4GiB"
+        try:
+            return None if parse_size(value) > 0 else "must be a positive size"
+        except UserInputError as exc:
+            return exc.message
+    if not number or not math.isfinite(value):
+        return "must be a finite number"
+    if option in ("fraction", "efficiency") and not 0 < value <= 1:
+        return "must be in (0, 1]"
+    if option == "seconds" and value <= 0:
+        return "must be a positive number of seconds"
+    if option == "max" and (not float(value).is_integer() or value < 1):
+        return "must be a whole number of at least 1"
+    return None
 
 
 def _hpl_n(opts: dict, scope: dict, system: SystemInfo) -> int:
@@ -321,17 +362,30 @@ def _substitute(ctx: _Block, value: str, scope: dict, key: str) -> str:
         raise ctx.error(exc.message, "env", key, hint=exc.hint) from None
 
 
-def _combine(ctx: _Block, axes: dict[str, list]) -> list[dict]:
+def _space_size(ctx: _Block, axes: dict[str, list]) -> int:
+    """How many points the space has, from the axis lengths alone (nothing is built)."""
     if not axes:
-        return [{}]
-    names = list(axes)
+        return 1
     if ctx.block.combine == "zip":
         lengths = {len(v) for v in axes.values()}
         if len(lengths) > 1:
             detail = ", ".join(f"{n}: {len(v)}" for n, v in axes.items())
             raise ctx.error(f"combine: zip needs lists of equal length ({detail})", "combine")
-        return [dict(zip(names, values, strict=True)) for values in zip(*axes.values(), strict=True)]
-    return [dict(zip(names, values, strict=True)) for values in itertools.product(*axes.values())]
+        return lengths.pop()
+    return math.prod(len(v) for v in axes.values())
+
+
+def _combine(ctx: _Block, axes: dict[str, list]) -> Iterator[dict]:
+    """The points of the space, one at a time, after its size was checked against max_points."""
+    size = _space_size(ctx, axes)
+    if size > limit("max_points"):
+        raise ctx.error(exceeded("max_points", size, "points in the space").message, "space",
+                        hint="narrow the space, or raise the limit: clusterbench --limit max_points=N ...")
+    if not axes:
+        return iter([{}])
+    names = list(axes)
+    values = zip(*axes.values(), strict=True) if ctx.block.combine == "zip" else itertools.product(*axes.values())
+    return (dict(zip(names, v, strict=True)) for v in values)
 
 
 def total_estimate(runs: list[PlannedRun]) -> tuple[float, int]:

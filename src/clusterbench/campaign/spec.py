@@ -12,13 +12,25 @@ each benchmark's declared parameters, both reporting `file:line: field: what is 
 
 from __future__ import annotations
 
+import math
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    WithJsonSchema,
+    field_validator,
+)
 
 from clusterbench.errors import UserInputError
+from clusterbench.limits import exceeded, limit
 from clusterbench.units import parse_duration
 
 Scalar = str | int | float | bool
@@ -53,8 +65,8 @@ def _duration(value: str | int | float | None) -> float | None:
         seconds = parse_duration(value) if isinstance(value, str) else float(value)
     except UserInputError as exc:  # pydantic reports ValueErrors with their location
         raise ValueError(f"{exc.message}; write seconds or 90s, 10m, 2h") from None
-    if seconds <= 0:
-        raise ValueError("must be a positive duration")
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError("must be a positive, finite duration")
     return seconds
 
 
@@ -64,14 +76,51 @@ def _checked_duration(value: str | int | float) -> str | int | float:
     return value
 
 
-Duration = Annotated[str | int | float, AfterValidator(_checked_duration), WithJsonSchema(
+def _finite_first(value: Any) -> Any:
+    """NaN/infinity refused before the str | int | float union, which would otherwise report a
+    puzzling 'should be a valid string' for `.nan`."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError("must be a positive, finite duration")
+    return value
+
+
+Duration = Annotated[str | int | float, BeforeValidator(_finite_first), AfterValidator(_checked_duration),
+                     WithJsonSchema(
     {"type": ["string", "number"], "description": "seconds, or a duration like 90s, 10m, 2h"})]
+
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _checked_env(env: dict[str, Any]) -> dict[str, Any]:
+    """Names a process environment can hold (no '=', no NUL, no empty name), values without NUL."""
+    for key, value in env.items():
+        if not _ENV_NAME.match(str(key)):
+            raise ValueError(f"environment name {str(key)[:60]!r} is not a variable name "
+                             "(letters, digits and _, not starting with a digit)")
+        if "\0" in str(value):
+            raise ValueError(f"environment value of {key} contains a NUL byte")
+    return env
+
+
+def _checked_name(name: str | None) -> str | None:
+    if name is not None:
+        if len(name) > limit("max_name_chars"):
+            raise ValueError(f"{len(name)} characters exceeds the limit max_name_chars={limit('max_name_chars')} "
+                             "(names become file and directory names)")
+        if "\0" in name or "/" in name:
+            raise ValueError("a name cannot contain '/' or a NUL byte (names become file names)")
+    return name
+
+
+Env = Annotated[dict[str, Scalar], AfterValidator(_checked_env)]
+Name = Annotated[str, AfterValidator(_checked_name)]
 
 
 class _Timed(BaseModel):
     """The per-run `timeout` both a campaign (default) and a block (override) may set."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     timeout: Duration | None = Field(None, description="per-run limit; the whole process tree is killed")
 
@@ -84,14 +133,14 @@ class BenchmarkBlock(_Timed):
     """One benchmark module swept over a parameter space."""
 
     benchmark: str = Field(description="benchmark module: hpcc, hpl, command, ...")
-    name: str | None = Field(None, description="label of this block (default: the benchmark name)")
+    name: Name | None = Field(None, description="label of this block (default: the benchmark name)")
     description: str = ""
     params: dict[str, ParamValue] = Field(default_factory=dict, description="fixed or derived parameters")
     space: dict[str, SpaceValue] = Field(default_factory=dict, description="swept parameters")
     combine: Literal["product", "zip"] = Field("product", description="product of all lists, or zip them")
     where: list[str] = Field(default_factory=list, description="constraints, e.g. 'p <= q'")
     repeats: int | None = Field(None, ge=1, description="runs per point (default: the campaign's, else 1)")
-    env: dict[str, Scalar] = Field(default_factory=dict, description="environment; '{name}' is replaced")
+    env: Env = Field(default_factory=dict, description="environment; '{name}' is replaced")
     tags: dict[str, Scalar] = Field(default_factory=dict)
 
     @field_validator("where", mode="before")
@@ -107,7 +156,7 @@ class BenchmarkBlock(_Timed):
 class SrunSection(BaseModel):
     """Start the ranks with srun inside the job (Slurm binds them) instead of mpirun."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     cpu_bind: str | None = Field(None, description="srun --cpu-bind: cores, threads, sockets, none, ...")
     distribution: str | None = Field(None, description="srun --distribution: block, cyclic, block:cyclic, ...")
@@ -117,7 +166,7 @@ class SrunSection(BaseModel):
 
 
 class SlurmSection(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     partition: str | None = None
     account: str | None = None
@@ -137,7 +186,7 @@ class SlurmSection(BaseModel):
 class ClusterSection(BaseModel):
     """Where the runs go: this machine, hosts over ssh + mpirun, or Slurm (docs/launchers.md)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     launcher: Literal["local", "mpirun", "slurm"] = "local"
     hosts: str | None = Field(None, description="node set (node[1-8]), hostfile path, or 'slurm' (the allocation)")
@@ -153,12 +202,12 @@ class ClusterSection(BaseModel):
 
 class Campaign(_Timed):
 
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+    name: Name = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
                       description="identifies the campaign in the store; letters, digits, - _ .")
     description: str = ""
     tags: dict[str, Scalar] = Field(default_factory=dict, description="stored with every run")
     repeats: int = Field(1, ge=1, description="default runs per point")
-    env: dict[str, Scalar] = Field(default_factory=dict, description="environment for every run")
+    env: Env = Field(default_factory=dict, description="environment for every run")
     cluster: ClusterSection = Field(default_factory=ClusterSection, description="where the runs go")
     benchmarks: list[BenchmarkBlock] = Field(min_length=1)
 
@@ -203,13 +252,35 @@ def _dotted(loc: Location) -> str:
 def load_campaign(path: str | Path) -> tuple[Campaign, CampaignSource]:
     path = Path(path)
     try:
-        text = path.read_text()
+        if path.is_dir():
+            raise UserInputError(f"campaign file {path} is a directory", hint="give the path of a .yaml file")
+        size = path.stat().st_size
+        if size > limit("max_file_bytes"):
+            raise exceeded("max_file_bytes", f"{size} bytes", f"campaign file {path}")
+        raw = path.read_bytes()
     except OSError as exc:
         raise UserInputError(f"cannot read campaign file {path}: {exc.strerror}") from None
-    return parse_campaign(text, str(path))
+    return parse_campaign(decode_text(raw, str(path)), str(path))
+
+
+def decode_text(raw: bytes, path: str) -> str:
+    """UTF-8 text, or a located refusal (a binary file, another encoding)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise UserInputError(f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at offset {exc.start}",
+                             where=f"{path}:{line}", hint="campaign files are UTF-8 YAML; is this the right "
+                                                         "file? convert it with iconv -t UTF-8") from None
+    if "\0" in text:
+        line = text[:text.index("\0")].count("\n") + 1
+        raise UserInputError("a NUL byte in the file: this is not a text file", where=f"{path}:{line}")
+    return text
 
 
 def parse_campaign(text: str, path: str = "<campaign>") -> tuple[Campaign, CampaignSource]:
+    if len(text) > limit("max_file_bytes"):
+        raise exceeded("max_file_bytes", f"{len(text)} characters", f"campaign {path}")
     data, lines = _compose(text, path)
     source = CampaignSource(path, lines)
     if not isinstance(data, dict):
@@ -231,7 +302,9 @@ def _first_error(exc: ValidationError, source: CampaignSource) -> CampaignError:
     if err["type"] == "missing":
         return CampaignError(f"this required key is missing{more}", source, loc)
     message = err["msg"].removeprefix("Value error, ")
-    return CampaignError(f"{message} (got {err.get('input')!r}){more}", source, loc)
+    shown = repr(err.get("input"))
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    return CampaignError(f"{message} (got {shown}){more}", source, loc)
 
 
 def _model_at(loc: Location) -> type[BaseModel]:
@@ -241,40 +314,78 @@ def _model_at(loc: Location) -> type[BaseModel]:
     return Campaign if len(loc) == 1 else BenchmarkBlock
 
 
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader with a budget: aliases, nesting depth. A 450-byte alias bomb or
+    20,000 nested brackets are refused while the file is read, before anything is built."""
+
+    def __init__(self, text: str, path: str):
+        super().__init__(text)
+        self.path, self.depth, self.aliases = path, 0, 0
+
+    def _refuse(self, name: str, count: int | str, what: str) -> None:
+        mark = self.peek_event().start_mark
+        error = exceeded(name, count, what)
+        error.where = f"{self.path}:{mark.line + 1}"
+        raise error
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            self.aliases += 1
+            if self.aliases > limit("max_yaml_aliases"):
+                self._refuse("max_yaml_aliases", self.aliases, "YAML aliases")
+        self.depth += 1
+        if self.depth > limit("max_yaml_depth"):
+            self._refuse("max_yaml_depth", self.depth, "YAML nesting depth")
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
 def _compose(text: str, path: str) -> tuple[Any, dict[Location, int]]:
-    """Load YAML keeping the line of every mapping key and sequence item."""
-    loader = yaml.SafeLoader(text)
+    """Load YAML keeping the line of every mapping key and sequence item, within the limits."""
+    loader = _BoundedLoader(text, path)
     try:
         node = loader.get_single_node()
         if node is None:
             raise UserInputError("the campaign file is empty", where=path)
+        lines: dict[Location, int] = {(): node.start_mark.line + 1}
+        _walk(node, (), lines, path, [limit("max_yaml_nodes")])  # aliases counted where used: before building
         data = loader.construct_document(node)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = f":{mark.line + 1}" if mark else ""
         raise UserInputError(f"not valid YAML: {exc.problem or exc.context}", where=f"{path}{line}") from None
+    except yaml.YAMLError as exc:  # a reader error (control characters, ...) has no mark attribute
+        raise UserInputError(f"not valid YAML: {exc}", where=path) from None
     finally:
         loader.dispose()
-    lines: dict[Location, int] = {(): node.start_mark.line + 1}
-    _walk(node, (), lines, path)
     return data, lines
 
 
-def _walk(node: yaml.Node, loc: Location, lines: dict[Location, int], path: str) -> None:
+def _walk(node: yaml.Node, loc: Location, lines: dict[Location, int], path: str, budget: list[int]) -> None:
+    budget[0] -= 1
+    if budget[0] < 0:
+        error = exceeded("max_yaml_nodes", f"more than {limit('max_yaml_nodes')}", "YAML nodes (aliases expanded)")
+        error.where = f"{path}:{node.start_mark.line + 1}"
+        raise error
     if isinstance(node, yaml.MappingNode):
         seen: set[str] = set()
         for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise UserInputError(f"{_dotted(loc) or 'top level'}: a key must be plain text, not a "
+                                     f"{key_node.id}", where=f"{path}:{key_node.start_mark.line + 1}")
             key = key_node.value
             if key in seen:
                 raise UserInputError(f"{_dotted((*loc, key))}: duplicate key (YAML would keep only the last)",
                                      where=f"{path}:{key_node.start_mark.line + 1}")
             seen.add(key)
             lines[(*loc, key)] = key_node.start_mark.line + 1
-            _walk(value_node, (*loc, key), lines, path)
+            _walk(value_node, (*loc, key), lines, path, budget)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             lines[(*loc, i)] = item.start_mark.line + 1
-            _walk(item, (*loc, i), lines, path)
+            _walk(item, (*loc, i), lines, path, budget)
 
 
 def json_schema() -> dict:

@@ -5,6 +5,12 @@ Campaigns derive parameters from others and filter points with constraints. Runn
 and evaluated by walking a whitelist of node types: numbers, strings, names, arithmetic,
 comparisons, `and`/`or`/`not`, `x if c else y`, lists, and calls to a few pure functions.
 Attribute access, subscripts, comprehensions, lambdas and anything else are refused.
+
+Expressions are bounded too, because a campaign file may be hostile: the text's length and
+nesting are checked before it is parsed, the tree's size after, and every operation that can
+grow a value (`**`, `*`, `+`) checks the size of its result before computing it (limits
+max_expr_chars, max_expr_depth, max_expr_nodes, max_int_bits, max_sequence). There are no loops,
+so evaluation steps are bounded by the tree's size.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from functools import lru_cache
 from typing import Any
 
 from clusterbench.errors import UserInputError
+from clusterbench.limits import exceeded, limit
 
 FUNCTIONS = {
     "min": min, "max": max, "abs": abs, "int": int, "float": float, "round": round,
@@ -61,8 +68,28 @@ class Expression:
         return f"Expression({self.text!r})"
 
 
+def _nesting(text: str) -> int:
+    depth = deepest = 0
+    for ch in text:
+        if ch in "([{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in ")]}":
+            depth -= 1
+    return deepest
+
+
+def _tree_depth(node: ast.AST) -> int:
+    children = list(ast.iter_child_nodes(node))
+    return 1 + max(map(_tree_depth, children), default=0)
+
+
 @lru_cache(maxsize=1024)
 def _parse(text: str) -> ast.Expression:
+    if len(text) > limit("max_expr_chars"):
+        raise exceeded("max_expr_chars", len(text), f"expression {text[:40]!r}...")
+    if _nesting(text) > limit("max_expr_depth"):
+        raise exceeded("max_expr_depth", _nesting(text), f"nesting of expression {text[:40]!r}")
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
@@ -77,6 +104,11 @@ def _parse(text: str) -> ast.Expression:
                                                and not node.keywords):
             raise UserInputError(f"expression {text!r} calls something that is not allowed",
                                  hint="functions: " + ", ".join(sorted(FUNCTIONS)))
+    nodes = sum(1 for _ in ast.walk(tree))
+    if nodes > limit("max_expr_nodes"):
+        raise exceeded("max_expr_nodes", nodes, f"expression {text[:40]!r}")
+    if _tree_depth(tree) > 2 * limit("max_expr_depth"):  # unary chains (- - - x) nest without brackets
+        raise exceeded("max_expr_depth", _tree_depth(tree) // 2, f"nesting of expression {text[:40]!r}")
     return tree
 
 
@@ -108,11 +140,18 @@ def _compile(node: ast.AST) -> Evaluator:
                 x, y = a(values), b(values)
                 if isinstance(y, int | float) and abs(y) > MAX_EXPONENT:
                     raise UserInputError(f"exponent {y} is too large (limit {MAX_EXPONENT})")
-                return x ** y
+                if isinstance(x, int) and isinstance(y, int) and y > 0 and x.bit_length() * y > limit("max_int_bits"):
+                    raise exceeded("max_int_bits", f"about {x.bit_length() * y} bits", "the result of **")
+                return _sized(x ** y)
             return power
         case ast.BinOp(left=left, op=op, right=right):
             a, b, fn = _compile(left), _compile(right), _BINARY[type(op)]
-            return lambda values: fn(a(values), b(values))
+
+            def binary(values: Mapping[str, Any]) -> Any:
+                x, y = a(values), b(values)
+                _check_growth(op, x, y)
+                return _sized(fn(x, y))
+            return binary
         case ast.UnaryOp(op=op, operand=operand):
             a, fn = _compile(operand), _UNARY[type(op)]
             return lambda values: fn(a(values))
@@ -153,11 +192,38 @@ def _compile(node: ast.AST) -> Evaluator:
     raise UserInputError(f"cannot evaluate {ast.dump(node)}")  # pragma: no cover - refused at parse
 
 
+def _length(value: Any) -> int | None:
+    return len(value) if isinstance(value, str | list | tuple) else None
+
+
+def _check_growth(op: ast.operator, x: Any, y: Any) -> None:
+    """Refuse `x op y` before computing it when its result would be too large to hold."""
+    if isinstance(op, ast.Mult):
+        for seq, times in ((x, y), (y, x)):
+            if _length(seq) is not None and isinstance(times, int) and _length(seq) * max(times, 0) > limit(
+                    "max_sequence"):
+                raise exceeded("max_sequence", _length(seq) * times, "the length of a repeated string or list")
+        if isinstance(x, int) and isinstance(y, int) and x.bit_length() + y.bit_length() > limit("max_int_bits") + 1:
+            raise exceeded("max_int_bits", f"about {x.bit_length() + y.bit_length()} bits", "the result of *")
+    elif isinstance(op, ast.Add) and _length(x) is not None and _length(y) is not None:
+        if _length(x) + _length(y) > limit("max_sequence"):
+            raise exceeded("max_sequence", _length(x) + _length(y), "the length of a joined string or list")
+
+
+def _sized(value: Any) -> Any:
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > limit("max_int_bits"):
+        raise exceeded("max_int_bits", f"{value.bit_length()} bits", "an integer")
+    return value
+
+
 _FIELD = re.compile(r"\{\{|\}\}|\{([^{}]*)\}?")
 
 
-def substitute(template: str, values: Mapping[str, Any]) -> str:
-    """'{threads}' -> '2' in environment values and commands; '{{' stays a literal brace."""
+def substitute(template: str, values: Mapping[str, Any], quote: Callable[[str], str] | None = None) -> str:
+    """'{threads}' -> '2' in environment values and commands; '{{' stays a literal brace.
+
+    With `quote` (shlex.quote for a shell command line), every substituted value passes through
+    it, so a value is always one word of the command and never shell syntax."""
 
     def field(m: re.Match) -> str:
         text = m.group(0)
@@ -169,6 +235,9 @@ def substitute(template: str, values: Mapping[str, Any]) -> str:
         if name not in values:
             raise UserInputError(f"unknown name {{{name}}} in {template!r}",
                                  hint="known here: " + ", ".join(sorted(values)))
-        return str(values[name])
+        text = str(values[name])
+        if "\0" in text:
+            raise UserInputError(f"{{{name}}} contains a NUL byte, which no command line or environment can hold")
+        return quote(text) if quote else text
 
     return _FIELD.sub(field, template)

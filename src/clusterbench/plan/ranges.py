@@ -6,9 +6,11 @@ in powers of two.
 
 from __future__ import annotations
 
+import math
 import re
 
 from clusterbench.errors import UserInputError
+from clusterbench.limits import exceeded, limit
 
 _RANGE = re.compile(r"^\s*(\d+)\s*\.\.\s*(\d+)\s*(?::\s*(\*)?\s*(\d+))?\s*$")
 
@@ -35,6 +37,9 @@ def parse_int_values(text: str | int, what: str = "value") -> list[int]:
                     f"invalid {what} range {part!r}: need start <= end and a positive step "
                     "(a *factor of at least 2 from a start of at least 1)",
                     hint="write a range as START..END[:STEP] or START..END:*FACTOR, e.g. 32..256:8, 1..1024:*2")
+            count = (hi - lo) // step + 1 if not geometric else math.floor(math.log(hi / lo, step)) + 1
+            if len(values) + count > limit("max_range_values"):
+                raise exceeded("max_range_values", len(values) + count, f"{what} values of {str(text)[:80]!r}")
             if geometric:
                 v = lo
                 while v <= hi:

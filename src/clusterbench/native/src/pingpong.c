@@ -2,7 +2,8 @@
  *
  * For each message size (0, then 2^a .. 2^b bytes): warm-up exchanges as IMB 2021 makes them
  * (a tenth of the repetitions, at least 10 or all of them), then R repetitions of rank 0
- * sending and rank 1 sending back, from a send buffer into a separate receive buffer as IMB; the one-way time is the elapsed time
+ * sending and rank 1 sending back, from a send buffer into a separate receive buffer, both from
+ * MPI_Alloc_mem, as IMB; the one-way time is the elapsed time
  * / (2R), in microseconds, and the bandwidth is size / one-way time in MB/s (10^6 bytes).
  * Repetitions follow IMB's default policy: R = min(ITER, max(1, OVERALL_VOL / size)) with
  * OVERALL_VOL = 40 MiB, so large messages are repeated fewer times; policy "off" uses ITER
@@ -32,7 +33,11 @@ int main(int argc, char **argv) {
     const int lo = atoi(argv[1]), hi = atoi(argv[2]), iter = atoi(argv[3]);
     const int dynamic = strcmp(argv[4], "off") != 0;
     const long maxbytes = 1L << hi;
-    char *sbuf = malloc(maxbytes > 0 ? maxbytes : 1), *rbuf = malloc(maxbytes > 0 ? maxbytes : 1);
+    /* Buffers from MPI_Alloc_mem, as IMB allocates them: the MPI may hand out memory it can move
+     * faster (aligned, registered), and both programs then measure the same thing. */
+    char *sbuf = NULL, *rbuf = NULL;
+    MPI_Alloc_mem(maxbytes > 0 ? maxbytes : 1, MPI_INFO_NULL, &sbuf);
+    MPI_Alloc_mem(maxbytes > 0 ? maxbytes : 1, MPI_INFO_NULL, &rbuf);
     memset(sbuf, 1, maxbytes > 0 ? maxbytes : 1);
     memset(rbuf, 0, maxbytes > 0 ? maxbytes : 1);
     char host[MPI_MAX_PROCESSOR_NAME];
@@ -78,8 +83,8 @@ int main(int argc, char **argv) {
         }
     }
     if (rank == 0) printf("# done\n");
-    free(sbuf);
-    free(rbuf);
+    MPI_Free_mem(sbuf);
+    MPI_Free_mem(rbuf);
     MPI_Finalize();
     return 0;
 }
