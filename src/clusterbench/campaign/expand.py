@@ -85,6 +85,9 @@ def expand(campaign: Campaign, source: CampaignSource | None, system: SystemInfo
     a hostile file is refused without taking the machine's memory."""
     runs: list[PlannedRun] = []
     seen: set[str] = set()
+    if campaign.repeats > limit("max_repeats"):
+        raise CampaignError(exceeded("max_repeats", campaign.repeats).message, source, ("repeats",),
+                            hint="raise it with clusterbench --limit max_repeats=N ...")
     for i, block in enumerate(campaign.benchmarks):
         for run in _expand_block(campaign, block, ("benchmarks", i), source, system):
             if run.id not in seen:  # identical points (say, from two blocks) run once
@@ -140,7 +143,7 @@ def _expand_block(campaign: Campaign, block: BenchmarkBlock, loc: Location,
 
     runs: list[PlannedRun] = []
     repeats = block.repeats or campaign.repeats
-    if repeats > limit("max_repeats"):
+    if block.repeats and repeats > limit("max_repeats"):
         raise ctx.error(exceeded("max_repeats", repeats).message, "repeats",
                         hint="raise it with clusterbench --limit max_repeats=N ...")
     combos = _combine(ctx, axes)
