@@ -149,3 +149,23 @@ def test_bench_options_are_checked_like_campaign_values(isolated_db):
     assert_refused(run_bounded("bench", "hpcc", "-p", "n=1000", "-p", "threshold=.nan"), 2, "threshold", "finite")
     assert_refused(run_bounded("bench", "stream", "-p", "threads=99999999"), 2, "threads must be at most")
     assert not os.path.exists(isolated_db) or not query(isolated_db, "SELECT id FROM runs")
+
+
+@pytest.mark.parametrize("args,fragments", [
+    (["plan", "hpl", "--nodes", "0"], ["--nodes"]),
+    (["plan", "hpl", "--nodes", "99999999999"], ["--nodes"]),
+    (["plan", "hpl", "--memory", "9" * 400 + "GiB"], ["--memory", "larger than any machine"]),
+    (["plan", "hpl", "--efficiency", "0"], ["--efficiency", "(0, 1]"]),
+    (["plan", "hpl", "--fraction", "nan"], ["--fraction"]),
+    (["plan", "hpl", "--n", "10000000000000"], ["--n"]),
+    (["run", "--dry-run", "--budget", "9" * 50 + "d"], ["--budget", "longer than a year"]),
+    (["run", "--dry-run", "--nb", "0"], ["--nb"]),
+    (["system", "--frequency", "1e999"], ["--frequency"]),
+    (["build", "stream", "--source", "/nonexistent", "--ntimes", "100000000"], ["--ntimes"]),
+], ids=["nodes-zero", "nodes-huge", "memory-400-digits", "efficiency-zero", "fraction-nan", "n-huge",
+        "budget-huge", "nb-zero", "frequency-infinite", "ntimes-huge"])
+def test_options_with_sizes_and_counts_are_bounded(isolated_db, args, fragments):
+    out = run_bounded(*args)
+    assert_refused(out, 2, *fragments)
+    assert out.seconds < 30
+    assert not isolated_db.exists() or not query(isolated_db, "SELECT id FROM runs")

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from clusterbench.errors import UserInputError
+
+MAX_SIZE_BYTES = 2**60  # 1 EiB: no node, and no sum of nodes, has more
+MAX_DURATION_S = 365 * 86400
 
 _SIZE_UNITS = {
     "": 1, "b": 1,
@@ -27,7 +31,10 @@ def parse_size(text: str, what: str = "size") -> int:
             f"invalid {what} {text!r}",
             hint="use a number with a unit such as 4GiB, 512MiB, 16GB or a byte count",
         )
-    value = int(float(m.group(1)) * _SIZE_UNITS[unit])
+    number = float(m.group(1)) * _SIZE_UNITS[unit]
+    if not math.isfinite(number) or number > MAX_SIZE_BYTES:
+        raise UserInputError(f"{what} {str(text)[:40]!r} is larger than any machine (at most 1 EiB)")
+    value = int(number)
     if value <= 0:
         raise UserInputError(f"{what} must be positive, got {text!r}")
     return value
@@ -43,7 +50,9 @@ def parse_duration(text: str, what: str = "duration") -> float:
         total += float(m.group(1)) * _TIME_UNITS[m.group(2)]
         pos = m.end()
     if not s or pos != len(s) or total <= 0:
-        raise UserInputError(f"invalid {what} {text!r}", hint="use seconds or units: 90, 90s, 2m, 1h30m")
+        raise UserInputError(f"invalid {what} {str(text)[:40]!r}", hint="use seconds or units: 90, 90s, 2m, 1h30m")
+    if not math.isfinite(total) or total > MAX_DURATION_S:
+        raise UserInputError(f"{what} {str(text)[:40]!r} is longer than a year", hint="use at most 365d")
     return total
 
 

@@ -15,6 +15,7 @@ from clusterbench.errors import UserInputError
 
 REQUIRED = object()
 MAX_COUNT = 2**20  # nodes, ranks, threads: beyond any machine, and small enough to plan with
+MAX_N = 10**8  # an HPL matrix of 80 PB: beyond any machine's memory
 
 
 @dataclass(frozen=True)

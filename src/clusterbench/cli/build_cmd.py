@@ -126,9 +126,10 @@ def build_osu_cmd(source: SourceOpt, cflags: CflagsOpt = None, mpi: MpiOpt = Non
 def build_stream_cmd(
     source: SourceOpt,
     array_size: Annotated[int | None, typer.Option(
-        help="Elements per array (default: STREAM's rule, 4 x the node's last-level cache, at least 10M).")] = None,
-    ntimes: Annotated[int, typer.Option(help="Repetitions of each kernel (-DNTIMES; the first is not counted).")]
-    = 10,
+        help="Elements per array (default: STREAM's rule, 4 x the node's last-level cache, at least 10M).",
+        min=1000, max=2**40)] = None,
+    ntimes: Annotated[int, typer.Option(help="Repetitions of each kernel (-DNTIMES; the first is not counted).",
+                                        min=2, max=10_000)] = 10,
     cflags: CflagsOpt = None, force: ForceOpt = False, as_json: JsonOpt = False,
 ) -> None:
     """Build McCalpin's stream.c with OpenMP and the array size compiled in (no MPI)."""

@@ -127,7 +127,7 @@ def cluster_check(
 def cluster_exec(
     command: Annotated[list[str], typer.Argument(help="The command (a shell line) to run on every node.")],
     hosts: HostsOpt = None,
-    timeout: Annotated[float, typer.Option(help="Seconds to wait for each node.")] = 60.0,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for each node.", min=0.1, max=86_400)] = 60.0,
 ) -> None:
     """Run a command on all nodes; identical outputs are printed once with their nodes (like clush -b)."""
     from clusterbench.cluster.hosts import Inventory

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from clusterbench.bench.params import MAX_COUNT, MAX_N
 from clusterbench.cli.app import app, console
 from clusterbench.errors import UserInputError
 
@@ -30,7 +31,7 @@ class LayoutName(str, Enum):
 def plan(
     target: Annotated[str, typer.Argument(
         help="`hpl` for the HPL calculator, or a campaign file for a dry run of its runs.")],
-    nodes: Annotated[int, typer.Option(help="Number of nodes.")] = 1,
+    nodes: Annotated[int, typer.Option(help="Number of nodes.", min=1, max=MAX_COUNT)] = 1,
     memory: Annotated[str | None, typer.Option(
         help="Memory per node (4GiB, 16GB, ...). Default: MemTotal of this machine.")] = None,
     nb: Annotated[str, typer.Option(help="Block sizes: 192, 64,128 or a range 32..256:8.")] = "64..256:32",
@@ -40,13 +41,15 @@ def plan(
     efficiency: Annotated[float | None, typer.Option(
         help="Expected Rmax/Rpeak for --time (default: learned from stored runs, else 0.75).")] = None,
     layout: Annotated[LayoutName, typer.Option(help="Rank/thread layout.")] = LayoutName.mpi,
-    ranks: Annotated[int | None, typer.Option(help="MPI ranks (default: from the layout).")] = None,
+    ranks: Annotated[int | None, typer.Option(help="MPI ranks (default: from the layout).", min=1, max=MAX_COUNT)]
+    = None,
     interconnect: Annotated[Interconnect, typer.Option(
         help="Grids are ranked flattest-first on ethernet (HPL FAQ), squarest-first otherwise.")
     ] = Interconnect.infiniband,
-    n: Annotated[int | None, typer.Option("--n", help="Check this N instead of computing it.")] = None,
-    p: Annotated[int | None, typer.Option("--p", help="Check this P (with --q).")] = None,
-    q: Annotated[int | None, typer.Option("--q", help="Check this Q (with --p).")] = None,
+    n: Annotated[int | None, typer.Option("--n", help="Check this N instead of computing it.", min=1, max=MAX_N)]
+    = None,
+    p: Annotated[int | None, typer.Option("--p", help="Check this P (with --q).", min=1, max=MAX_COUNT)] = None,
+    q: Annotated[int | None, typer.Option("--q", help="Check this Q (with --p).", min=1, max=MAX_COUNT)] = None,
     from_file: Annotated[str | None, typer.Option(
         "--from", help="Node topology from a saved hwloc/lscpu file instead of this machine.")] = None,
     write_hpl_dat: Annotated[Path | None, typer.Option(help="Write an HPL.dat here.")] = None,
@@ -69,6 +72,8 @@ def plan(
         return plan_campaign(Path(target), as_json)
     if nodes <= 0:
         raise UserInputError(f"--nodes must be positive, got {nodes}")
+    if efficiency is not None and not 0 < efficiency <= 1:
+        raise UserInputError(f"--efficiency must be in (0, 1], got {efficiency}", hint="0.75 is typical for HPL")
     if not 0 < fraction <= 1:
         raise UserInputError(f"--fraction must be in (0, 1], got {fraction}",
                              hint="0.8 fills 80% of memory with the matrix")

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from clusterbench.bench.params import MAX_N
 from clusterbench.cli.app import app, console, err_console, open_store
 from clusterbench.cli.plan_cmd import LayoutName
 from clusterbench.cli.system_cmd import positive
@@ -22,15 +23,17 @@ def run(
     budget: Annotated[str, typer.Option(help="Time budget for the suite (90s, 2m, 1h).")] = "2m",
     full: Annotated[bool, typer.Option(
         "--full", help="List-grade run: HPL N fills 80% of memory (long: minutes to hours).")] = False,
-    n: Annotated[int | None, typer.Option("--n", help="HPL problem size (overrides the budget).")] = None,
-    nb: Annotated[int, typer.Option("--nb", help="HPL block size.")] = 192,
+    n: Annotated[int | None, typer.Option("--n", help="HPL problem size (overrides the budget).", min=1, max=MAX_N)]
+    = None,
+    nb: Annotated[int, typer.Option("--nb", help="HPL block size.", min=1, max=100_000)] = 192,
     layout: Annotated[LayoutName, typer.Option(help="Rank/thread layout.")] = LayoutName.mpi,
     kernels: Annotated[bool, typer.Option(
         help="Also run the built-in STREAM (threads 1..cores) and ping-pong (0..4 MiB) kernels.")] = True,
     xhpl: Annotated[str | None, typer.Option(
         help="Also run this standalone xhpl (or $CLUSTERBENCH_XHPL) at the planned N.")] = None,
-    flops_per_cycle: Annotated[int | None, typer.Option(help="Override DP flops/cycle/core.")] = None,
-    frequency: Annotated[float | None, typer.Option(help="Override nominal frequency (MHz).")] = None,
+    flops_per_cycle: Annotated[int | None, typer.Option(help="Override DP flops/cycle/core.", min=1, max=1024)] = None,
+    frequency: Annotated[float | None, typer.Option(help="Override nominal frequency (MHz).", min=1, max=100_000)]
+    = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Plan and print, run nothing.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:

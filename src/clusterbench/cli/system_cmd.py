@@ -9,6 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from clusterbench.bench.params import MAX_COUNT
 from clusterbench.cli.app import app, console
 from clusterbench.units import format_bytes
 
@@ -28,10 +29,11 @@ def system(
                        "string, lscpu -J, lscpu -p or plain lscpu output.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")] = False,
     flops_per_cycle: Annotated[int | None, typer.Option(
-        help="Override the DP flops per cycle per core used for Rpeak.")] = None,
+        help="Override the DP flops per cycle per core used for Rpeak.", min=1, max=1024)] = None,
     frequency: Annotated[float | None, typer.Option(
-        help="Override the nominal core frequency in MHz used for Rpeak.")] = None,
-    nodes: Annotated[int, typer.Option(help="Number of identical nodes, for total Rpeak.")] = 1,
+        help="Override the nominal core frequency in MHz used for Rpeak.", min=1, max=100_000)] = None,
+    nodes: Annotated[int, typer.Option(help="Number of identical nodes, for total Rpeak.", min=1, max=MAX_COUNT)]
+    = 1,
 ) -> None:
     """Discover CPU, NUMA, caches, memory, MPI, BLAS and benchmarks; derive Rpeak."""
     from clusterbench.system.discover import discover, system_from_file
