@@ -3,7 +3,9 @@
     >>> from clusterbench import api
     >>> api.metrics(name="hpl_gflops", valid_only=True)   # one row per stored value
 
-Every row carries its run id, so any figure can be traced back to its run directory.
+Every row carries its run id, so any figure can be traced back to its run directory. The
+database is opened read-only (it may sit on a read-only mount); a path where none exists yet reads
+as empty and creates nothing.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from clusterbench.store.db import Store, decoded_run
 def runs(db: str | Path | None = None, benchmark: str | None = None,
          campaign: str | None = None, status: str | None = None) -> pd.DataFrame:
     """One row per run; params/env/tags decoded into dicts."""
-    with Store(db) as store:
+    with Store(db, read_only=True) as store:
         rows = [decoded_run(r) for r in store.runs(benchmark=benchmark, campaign=campaign, status=status)]
     return pd.DataFrame(rows)
 
@@ -27,7 +29,7 @@ def runs(db: str | Path | None = None, benchmark: str | None = None,
 def metrics(db: str | Path | None = None, name: str | None = None, benchmark: str | None = None,
             valid_only: bool = False) -> pd.DataFrame:
     """One row per metric value, joined with its run; parameters spread into columns."""
-    with Store(db) as store:
+    with Store(db, read_only=True) as store:
         rows = [dict(r) for r in store.metric_rows(name=name, benchmark=benchmark, valid_only=valid_only)]
     records = []
     for r in rows:
@@ -44,5 +46,5 @@ def stats(db: str | Path | None = None, campaign: str | None = None, metric: str
     """Statistics over valid repeats, one row per metric and configuration (see analysis.stats)."""
     from clusterbench.analysis.stats import metric_frame, summarise
 
-    with Store(db) as store:
+    with Store(db, read_only=True) as store:
         return summarise(metric_frame(store, campaign, benchmark, metric), group_by)

@@ -11,6 +11,7 @@ from clusterbench.cli import (  # noqa: F401  (registers)
     build_cmd,
     campaign_cmd,
     cluster_cmd,
+    db_cmd,
     import_cmd,
     plan_cmd,
     report_cmd,

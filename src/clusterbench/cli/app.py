@@ -37,15 +37,31 @@ def main_options(
     db: Annotated[str | None, typer.Option(
         "--db", help="Results database (default: $CLUSTERBENCH_DB or "
                      "$XDG_DATA_HOME/clusterbench/results.db).")] = None,
+    limit: Annotated[list[str] | None, typer.Option(
+        "--limit", metavar="NAME=VALUE",
+        help="Raise or lower one of the bounds on what input may make clusterbench build, for this command "
+             "(repeatable), e.g. --limit max_runs=200000.")] = None,
 ) -> None:
+    from clusterbench import limits
+    from clusterbench.errors import UserInputError
+
     if db:
         os.environ["CLUSTERBENCH_DB"] = db
+    for item in limit or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise UserInputError(f"invalid --limit {item!r}",
+                                 hint="write --limit NAME=VALUE, e.g. --limit max_runs=200000; limits: "
+                                      + ", ".join(sorted(limits.LIMITS)))
+        limits.override(name.strip(), value.strip())
 
 
-def open_store():
+def open_store(read_only: bool = False):
+    """The results database. Read commands pass read_only=True: SQLite's read-only mode, which also
+    reads a database on a read-only mount, and never creates a database that does not exist."""
     from clusterbench.store.db import Store
 
-    return Store()
+    return Store(read_only=read_only)
 
 
 def parse_assignments(items: list[str], option: str = "-p", example: str = "n=2000") -> dict:

@@ -58,7 +58,7 @@ def report(
     if top500 and top500 not in editions():  # checked even when no section will place the system
         raise UserInputError(f"no bundled TOP500 list {top500!r}", hint="choose from " + ", ".join(editions()))
     options = Options(power_watts, rpeak_node, rpeak_fraction, top500, rmax)
-    with open_store() as store:
+    with open_store(read_only=True) as store:
         doc = build(store, parse_selection(selection, store), options, title)
     figures = sum(len(s.figures) for s in doc.sections)
     with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=console,
@@ -101,7 +101,7 @@ def compare(
 
     if not 0 < alpha < 1:
         raise UserInputError(f"--alpha must be in (0, 1), got {alpha:g}")
-    with open_store() as store:
+    with open_store(read_only=True) as store:
         a, b = parse_selection(baseline, store), parse_selection(candidate, store)
         rows = run_compare(store, a, b, test.value, alpha, metric, all_metrics)
         if not rows:

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from clusterbench.cli.app import app, console, open_store
 from clusterbench.errors import UserInputError
+from clusterbench.report import csvsafe
 
 
 class Format(str, Enum):
@@ -43,7 +44,7 @@ def results(
     With --group-by or --stat: one row per metric and configuration, over valid repeats only
     (invalid ones are counted in n_invalid, never averaged in).
     """
-    with open_store() as store:
+    with open_store(read_only=True) as store:
         if run_id:
             _show_run(store, run_id, fmt)
             return
@@ -51,6 +52,8 @@ def results(
             _print_stats(store, campaign, benchmark, metric, group_by, stat, cv_warn, fmt)
             return
         rows = store.runs(benchmark=benchmark, campaign=campaign, status=status, limit=limit or None)
+        if not rows and (campaign, benchmark, status) != (None, None, None) and store.run_count():
+            raise no_match(store, campaign=campaign, benchmark=benchmark, status=status)
         records = []
         for r in rows:
             for m in store.metrics(r["id"]):
@@ -62,6 +65,12 @@ def results(
                     "params": json.loads(r["params"]), "metric": m["name"], "value": m["value"],
                     "unit": m["unit"], "labels": json.loads(m["labels"]), "metric_valid": bool(m["valid"]),
                 })
+        if metric and rows and not records:
+            names = store.metric_names(r["id"] for r in rows)
+            newest = f"the {len(rows)} newest " if limit and len(rows) == limit else ""
+            raise UserInputError(f"no metric {metric!r} in {newest}runs that match",
+                                 hint=("--limit 0 looks at every run; " if newest else "")
+                                 + _suggest(metric, names, "their metrics"))
         if fmt == Format.json:
             print(json.dumps(records, indent=2))
         elif fmt == Format.csv:
@@ -79,8 +88,10 @@ def _print_stats(store, campaign, benchmark, metric, group_by, stat, cv_warn, fm
         raise UserInputError(f"unknown statistic {unknown[0]!r}", hint="choose from " + ", ".join(STATS))
     frame = metric_frame(store, campaign, benchmark, metric)
     if frame.empty:
-        raise UserInputError("no stored metrics match", hint="check --campaign/--benchmark/--metric; "
-                             "list campaigns with `clusterbench campaign list`")
+        if not store.run_count():
+            raise UserInputError(f"no runs stored yet in {store.path}", hint="store some with `clusterbench run`, "
+                                 "`clusterbench campaign run` or `clusterbench import`")
+        raise no_match(store, campaign=campaign, benchmark=benchmark, metric=metric)
     keys = [g.strip() for g in group_by.split(",") if g.strip()] if group_by else None
     table = summarise(frame, keys, cv_warn)
     shown = [c for c in table.columns if c not in (*STATS, "ci95_low", "ci95_high", "n_invalid", "warning")]
@@ -90,7 +101,7 @@ def _print_stats(store, campaign, benchmark, metric, group_by, stat, cv_warn, fm
         print(table.to_json(orient="records", indent=2))
         return
     if fmt == Format.csv:
-        table.to_csv(sys.stdout, index=False)
+        csvsafe.frame(table).to_csv(sys.stdout, index=False)
         return
     constant = [c for c in ("benchmark", "metric", "unit") if table[c].nunique() <= 1]
     note = ", ".join(f"{c} {table[c].iloc[0]}" for c in constant if table[c].iloc[0])
@@ -126,13 +137,44 @@ def _bool(v) -> bool | None:
     return None if v is None else bool(v)
 
 
+def no_match(store, **filters: str | None) -> UserInputError:
+    """Why a filtered listing is empty although runs are stored: the filter whose value is stored
+    nowhere, with the values that are; else the combination."""
+    given = {name: value for name, value in filters.items() if value is not None}
+    for name, value in given.items():
+        known = store.metric_names() if name == "metric" else store.distinct(name)
+        if value not in known:
+            plural = {"status": "statuses"}.get(name, name + "s")
+            return UserInputError(f"no run matches {name} {value!r} ({store.run_count()} runs are stored)",
+                                  hint=_suggest(value, known, f"stored {plural}") if known else f"no run has a {name}")
+    if not given:
+        return UserInputError(f"no metric values stored ({store.run_count()} runs are stored, none with metrics)",
+                              hint="list the runs and their status with `clusterbench results`")
+    terms = " and ".join(f"{name} {value!r}" for name, value in given.items())
+    return UserInputError(f"no run matches {terms} together (each alone matches runs)",
+                          hint="see what each holds: `clusterbench campaign list`, "
+                               "`clusterbench results --campaign NAME`")
+
+
+def _suggest(value: str, known: list[str], what: str, most: int = 20) -> str:
+    """'did you mean ...' for close names, else the first `most` of them."""
+    import difflib
+
+    close = difflib.get_close_matches(value, known, n=5, cutoff=0.6)
+    if close:
+        return f"did you mean {' or '.join(repr(c) for c in close)}? ({len(known)} {what.split()[-1]} in all)"
+    shown = ", ".join(known[:most])
+    return f"{what}: {shown}" + (f" and {len(known) - most} more" if len(known) > most else "")
+
+
 def _write_csv(records: list[dict]) -> None:
     cols = ["run_id", "benchmark", "campaign", "status", "run_valid", "started_at", "params", "metric",
             "value", "unit", "labels", "metric_valid"]
     w = csv.DictWriter(sys.stdout, fieldnames=cols, lineterminator="\n")
     w.writeheader()
     for rec in records:
-        w.writerow({k: json.dumps(v, sort_keys=True) if isinstance(v, dict) else v for k, v in rec.items()})
+        w.writerow({k: csvsafe.cell(json.dumps(v, sort_keys=True) if isinstance(v, dict) else v)
+                    for k, v in rec.items()})
 
 
 def _headline(store, run_id: str) -> str:
@@ -160,7 +202,7 @@ def _print_runs(store, rows) -> None:
                       (r["started_at"] or "")[:19])
     console.print(table)
     if not rows:
-        console.print("no runs stored yet: try `clusterbench run`")
+        console.print(f"no runs stored yet in {escape(str(store.path))}: try `clusterbench run`")
 
 
 def _show_run(store, run_id: str, fmt: Format) -> None:

@@ -15,6 +15,7 @@ import io
 import math
 from collections.abc import Iterable
 
+from clusterbench.report import csvsafe
 from clusterbench.report.model import Figure, Point, Series
 
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
@@ -43,15 +44,16 @@ def aggregate(samples: Iterable[tuple[str, float, float, str]]) -> list[Series]:
 
 
 def csv_text(fig: Figure) -> str:
-    """The exact plotted values: one row per point, with the runs behind it."""
+    """The exact plotted values (repr of floats): one row per point, with the runs behind it; text
+    cells (series labels, run ids) are safe from formula injection, numbers are written as they are."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["series", "kind", fig.x_label, fig.y_label, "y_min", "y_max", "n_runs", "run_ids"])
+    w.writerow(csvsafe.row(["series", "kind", fig.x_label, fig.y_label, "y_min", "y_max", "n_runs", "run_ids"]))
     for s in fig.series:
         for p in s.points:
-            w.writerow([s.label, "reference" if s.reference else "measured", repr(p.x), repr(p.y),
+            w.writerow([csvsafe.cell(s.label), "reference" if s.reference else "measured", repr(p.x), repr(p.y),
                         "" if p.y_min is None else repr(p.y_min), "" if p.y_max is None else repr(p.y_max),
-                        len(p.runs), ";".join(p.runs)])
+                        len(p.runs), csvsafe.cell(";".join(p.runs))])
     return buf.getvalue()
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from clusterbench import __version__
+from clusterbench.report import csvsafe
 from clusterbench.report.figures import csv_text, svg_text
 from clusterbench.report.model import Report, Table
 
@@ -73,13 +74,13 @@ def html_cells(row: list) -> list[dict]:
 
 
 def table_csv(table: Table) -> str:
-    """Exact values (repr of floats), run ids joined by ';'."""
+    """Exact values (repr of floats), run ids joined by ';', text cells safe from formula injection."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(table.columns)
+    w.writerow(csvsafe.row(table.columns))
     for row in table.rows:
-        w.writerow([";".join(v) if isinstance(v, list) else "" if v is None else repr(v) if isinstance(v, float)
-                    else v for v in row])
+        w.writerow([csvsafe.cell(";".join(v)) if isinstance(v, list) else "" if v is None
+                    else repr(v) if isinstance(v, float) else csvsafe.cell(v) for v in row])
     return buf.getvalue()
 
 

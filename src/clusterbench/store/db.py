@@ -3,6 +3,13 @@
 A run is written in two steps: `begin_run` records it as 'running' before the process starts
 (so a crash leaves a trace), and `finish_run` writes its status, metrics and raw outputs in
 one transaction, so a finished result is either wholly stored or not at all.
+
+Opening is careful: a path that is a folder, a device or a file that is not a clusterbench
+database is refused before SQLite touches it (so such a file is never modified), a truncated,
+corrupted, unreadable, read-only or too-new database is refused with what to do next, and a
+store opened `read_only` (read commands) never writes: SQLite's `mode=ro`, plus `immutable=1`
+when the folder is read-only (a read-only mount), where SQLite could not create its -shm file.
+The schema carries a version (`PRAGMA user_version`), upgraded step by step by MIGRATIONS.
 """
 
 from __future__ import annotations
@@ -11,15 +18,16 @@ import hashlib
 import json
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator
+import stat
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import quote
 
 from clusterbench.bench.metrics import Metric
-
-SCHEMA_VERSION = 1
+from clusterbench.errors import EnvironmentProblem, UserInputError
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -87,6 +95,36 @@ CREATE TABLE IF NOT EXISTS artifacts (
 );
 """
 
+
+
+def _statements(script: str) -> Iterator[str]:
+    """The statements of an SQL script, one by one (executescript would commit a transaction)."""
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            yield pending.strip()
+            pending = ""
+    if pending.strip():
+        yield pending.strip()
+
+
+def _v1(conn: sqlite3.Connection) -> None:
+    """The first versioned schema. Every statement is IF NOT EXISTS, so a database from before
+    versions were written (the same tables, user_version 0) is adopted as version 1 unchanged."""
+    for statement in _statements(SCHEMA):
+        conn.execute(statement)
+
+
+# Ordered (version, what it does, step): a database at version v < N gets each later step, each in
+# its own transaction that also sets user_version. Append a step (never edit one) to change the schema.
+MIGRATIONS: tuple[tuple[int, str, Callable[[sqlite3.Connection], None]], ...] = (
+    (1, "tables systems, runs, metrics, campaigns, artifacts, meta", _v1),
+)
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+SQLITE_MAGIC = b"SQLite format 3\x00"
+REQUIRED_TABLES = frozenset({"runs", "metrics"})  # what makes an SQLite file a clusterbench database
+
 # Raw outputs up to this size are kept inside the database as well as on disk.
 MAX_BLOB_BYTES = 8 * 1024 * 1024
 
@@ -131,17 +169,96 @@ class RunRecord:
 
 
 class Store:
-    def __init__(self, path: str | Path | None = None):
+    """The results database. `read_only=True` (read commands) never writes and never creates: a
+    database that does not exist yet reads as an empty one (`exists` is then False)."""
+
+    def __init__(self, path: str | Path | None = None, read_only: bool = False):
         self.path = Path(path) if path else default_db_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        self.read_only = read_only
+        self.exists = True
+        self.migrated_from: int | None = None  # the version before this open migrated it
         self._batch: list[int] | None = None  # [writes since commit, commit every] inside batch()
+        facts = inspect_file(self.path)
+        if facts is not None and not facts.sidecar:
+            facts.check_header(self.path)
+        self.conn = self._open_read(facts) if read_only else self._open_write(facts)
         self.conn.row_factory = sqlite3.Row
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=NORMAL")
-        self.conn.execute("PRAGMA foreign_keys=ON")
-        self.conn.executescript(SCHEMA)
-        self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+
+    def _open_write(self, facts: FileFacts | None) -> sqlite3.Connection:
+        folder = self.path.parent
+        if facts is None:
+            _make_folder(folder, self.path)
+            if not _writable(folder):
+                raise EnvironmentProblem(f"cannot create the database: its folder {folder} is read-only",
+                                         where=str(self.path), hint=READ_ONLY_HINT)
+        elif not _writable(self.path):
+            raise EnvironmentProblem("the database file is read-only: cannot store results", where=str(self.path),
+                                     hint=READ_ONLY_HINT)
+        elif not _writable(folder):
+            raise EnvironmentProblem(f"the database's folder {folder} is read-only: SQLite must create "
+                                     f"{self.path.name}-wal and {self.path.name}-shm beside it to write",
+                                     where=str(self.path), hint=READ_ONLY_HINT)
+        with self._closing_on_error(sqlite3.connect(self.path, timeout=30, isolation_level=None)) as conn:
+            tables, version = self._probe(conn)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+            if version < SCHEMA_VERSION:
+                self.migrated_from = version if tables else None
+                _migrate(conn)
+        return conn
+
+    def _open_read(self, facts: FileFacts | None) -> sqlite3.Connection:
+        if facts is None or (facts.size == 0 and not facts.sidecar):
+            return self._empty()
+        immutable = not _writable(self.path.parent) and not facts.sidecar
+        with self._closing_on_error(_connect_ro(self.path, immutable)) as conn:
+            tables, version = self._probe(conn)
+            if not tables:  # an empty SQLite file: nothing stored yet
+                conn.close()
+                return self._empty()
+            missing = [name for name in _schema_tables() if name not in tables]
+            if version < SCHEMA_VERSION and (version != 0 or missing):  # 0 with every table: from before
+                raise EnvironmentProblem(                                # versions, read as 1
+                    f"the database has the older schema version {version} (this clusterbench uses "
+                    f"{SCHEMA_VERSION}) and cannot be read before it is upgraded", where=str(self.path),
+                    hint=f"upgrade it (a backup first is wise): clusterbench --db {self.path} db migrate")
+            conn.execute("PRAGMA foreign_keys=ON")
+            conn.execute("PRAGMA query_only=ON")
+        return conn
+
+    @contextmanager
+    def _closing_on_error(self, conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+        """Closes the connection if opening fails, and says what an SQLite error means."""
+        try:
+            yield conn
+        except sqlite3.Error as exc:
+            conn.close()
+            problem = explain(exc, self.path)
+            if problem is None:
+                raise
+            raise problem from exc
+        except BaseException:
+            conn.close()
+            raise
+
+    def _empty(self) -> sqlite3.Connection:
+        """A database not created yet reads as an empty one, without creating a file."""
+        self.exists = False
+        conn = sqlite3.connect(":memory:", isolation_level=None)
+        _migrate(conn)
+        conn.execute("PRAGMA query_only=ON")
+        return conn
+
+    def _probe(self, conn: sqlite3.Connection) -> tuple[set[str], int]:
+        """The tables and schema version of a database, refused when newer than this clusterbench."""
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if (tables and not REQUIRED_TABLES <= tables) or (version and not tables):
+            raise _not_ours(self.path, tables, version)
+        if version > SCHEMA_VERSION:
+            raise too_new(self.path, version)
+        return tables, version
 
     @property
     def runs_dir(self) -> Path:
@@ -154,8 +271,70 @@ class Store:
     def __enter__(self) -> Store:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         self.close()
+        if isinstance(exc, sqlite3.Error):  # the machine's fault (corrupted, full, read-only): say so, located
+            problem = explain(exc, self.path)
+            if problem is not None:
+                raise problem from exc
+
+    def backup(self, dest: str | Path, force: bool = False) -> int:
+        """A consistent copy of the database into the new file `dest` (SQLite's online backup: other
+        processes may write meanwhile). Written beside `dest` first and checked, then moved in
+        place, so `dest` is never half-written. Returns the size of the copy in bytes."""
+        dest = Path(dest)
+        if not self.exists:
+            raise UserInputError("no database here: nothing to back up", where=str(self.path))
+        if dest.exists() and dest.resolve() == self.path.resolve():
+            raise UserInputError("is the database itself", where=str(dest), hint="back up into another file")
+        if dest.is_dir():
+            raise UserInputError("is a directory", where=str(dest),
+                                 hint=f"name the backup file, e.g. {dest / 'results-backup.db'}")
+        if dest.exists() or dest.is_symlink():
+            if not force:
+                raise UserInputError("exists already: not overwritten", where=str(dest),
+                                     hint="choose a new file name, or add --force to replace it")
+            if dest.is_symlink() or not dest.is_file():
+                raise UserInputError("is not a regular file: not replaced, even with --force", where=str(dest))
+        if not dest.parent.is_dir():
+            raise UserInputError(f"the folder {dest.parent} does not exist", where=str(dest))
+        if not _writable(dest.parent):
+            raise EnvironmentProblem(f"cannot write the backup: the folder {dest.parent} is read-only",
+                                     where=str(dest), hint="back up into a writable folder")
+        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.partial")
+        try:
+            target = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                self.conn.backup(target)
+                check = target.execute("PRAGMA quick_check").fetchone()[0]
+            finally:
+                target.close()
+            if check != "ok":
+                raise EnvironmentProblem(f"the copy failed its check ({check})", where=str(dest),
+                                         hint=f"check the source: clusterbench --db {self.path} db check")
+            if force:
+                os.replace(tmp, dest)
+            else:
+                try:
+                    os.link(tmp, dest)  # fails if dest appeared meanwhile: never overwrites
+                except FileExistsError:
+                    raise UserInputError("exists already: not overwritten", where=str(dest),
+                                         hint="choose a new file name, or add --force to replace it") from None
+                except OSError:  # a file system without hard links
+                    if dest.exists():
+                        raise
+                    os.replace(tmp, dest)
+            return dest.stat().st_size
+        except sqlite3.Error as exc:
+            raise EnvironmentProblem(f"cannot write the backup: {exc}", where=str(dest)) from exc
+        except OSError as exc:
+            raise EnvironmentProblem(f"cannot write the backup: {exc.strerror or exc}", where=str(dest)) from exc
+        finally:
+            for leftover in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm")):
+                try:
+                    leftover.unlink(missing_ok=True)
+                except OSError:
+                    pass
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -373,6 +552,29 @@ class Store:
         """Every run, oldest first: what selections (reports, comparisons) filter."""
         return self.conn.execute("SELECT * FROM runs ORDER BY started_at, id").fetchall()
 
+    def run_count(self) -> int:
+        return self.conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+
+    def distinct(self, column: str) -> list[str]:
+        """The stored values of one run column (campaign, benchmark, status), sorted, without NULL."""
+        if column not in ("campaign", "benchmark", "status", "source", "system_id"):
+            raise ValueError(f"not a filterable run column: {column}")
+        rows = self.conn.execute(f"SELECT DISTINCT {column} FROM runs WHERE {column} IS NOT NULL"
+                                 f" ORDER BY {column}").fetchall()
+        return [row[0] for row in rows]
+
+    def metric_names(self, run_ids: Iterable[str] | None = None) -> list[str]:
+        """The stored metric names, sorted; only those of these runs when given."""
+        if run_ids is None:
+            rows = self.conn.execute("SELECT DISTINCT name FROM metrics ORDER BY name").fetchall()
+            return [row[0] for row in rows]
+        ids, names = list(run_ids), set()
+        for start in range(0, len(ids), 500):  # SQLite limits the number of parameters
+            chunk = ids[start:start + 500]
+            names.update(row[0] for row in self.conn.execute(
+                f"SELECT DISTINCT name FROM metrics WHERE run_id IN ({','.join('?' * len(chunk))})", chunk))
+        return sorted(names)
+
     def campaign_names(self) -> set[str]:
         rows = self.conn.execute("SELECT name FROM campaigns UNION SELECT DISTINCT campaign FROM runs"
                                  " WHERE campaign IS NOT NULL").fetchall()
@@ -406,3 +608,302 @@ def _artifact(path: Path) -> tuple[str, str, str, int, bytes | None]:
     data = path.read_bytes()
     digest = hashlib.sha256(data).hexdigest()
     return path.name, str(path.resolve()), digest, len(data), data if len(data) <= MAX_BLOB_BYTES else None
+
+
+# ---------------------------------------------------------------- opening safely
+
+READ_ONLY_HINT = ("read commands (results, report, compare, db check, db backup) still work on it; to store "
+                  "results, use a writable database: make a copy with `clusterbench db backup NEW.db` and "
+                  "pass --db NEW.db (or set $CLUSTERBENCH_DB)")
+DAMAGE_HINT = ("nothing was changed or repaired: restore a backup (`clusterbench db backup` makes one) or salvage "
+               "what is left with `sqlite3 {path} .recover | sqlite3 salvaged.db`")
+CORRUPT_HINT = "see the damage with `clusterbench --db {path} db check`; " + DAMAGE_HINT
+FILE_KINDS = ((stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"), (stat.S_ISFIFO, "named pipe"),
+              (stat.S_ISSOCK, "socket"))
+
+
+@dataclass
+class FileFacts:
+    """What the first 100 bytes of an SQLite file say, read without SQLite."""
+
+    size: int
+    header: bytes
+    sidecar: bool  # a non-empty -wal or -journal beside it: the header may be older than the database
+
+    @property
+    def page_size(self) -> int:
+        size = int.from_bytes(self.header[16:18], "big")
+        return 65536 if size == 1 else size
+
+    @property
+    def user_version(self) -> int:
+        return int.from_bytes(self.header[60:64], "big", signed=True)
+
+    @property
+    def header_pages(self) -> int | None:
+        """The page count the header states, when it is valid (SQLite >= 3.7.0 wrote it)."""
+        pages = int.from_bytes(self.header[28:32], "big")
+        valid = self.header[24:28] == self.header[92:96] and pages > 0
+        return pages if valid else None
+
+    def truncation(self) -> str | None:
+        pages = self.header_pages
+        if pages is not None and self.size < pages * self.page_size:
+            return (f"the file is truncated: {self.size} bytes where its header says {pages} pages of "
+                    f"{self.page_size} bytes ({pages * self.page_size} bytes)")
+        return None
+
+    def check_header(self, path: Path) -> None:
+        """Refuse a truncated or too-new database before SQLite opens it (it would create files)."""
+        if self.size == 0:
+            return
+        truncated = self.truncation()
+        if truncated:
+            raise EnvironmentProblem(f"the database is corrupted: {truncated}", where=str(path),
+                                     hint=CORRUPT_HINT.format(path=path))
+        if self.user_version > SCHEMA_VERSION:  # ours from a newer clusterbench, or another program's
+            tables = _tables_without_side_files(path)
+            if tables is not None and (not tables or not REQUIRED_TABLES <= tables):
+                raise _not_ours(path, tables, self.user_version)
+            raise too_new(path, self.user_version)
+
+
+def inspect_file(path: Path) -> FileFacts | None:
+    """None when nothing is at `path`; refuses (without opening it with SQLite, so without changing
+    it) a folder, a device, an unreadable file or one that is not an SQLite database."""
+    where = str(path)
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return None
+    except NotADirectoryError:
+        raise UserInputError("a part of this path is a file, not a folder", where=where,
+                             hint="give a database path in an existing or new folder") from None
+    except PermissionError:
+        raise EnvironmentProblem("cannot reach the database: permission denied on a folder of its path",
+                                 where=where, hint="ask for access to the folder, or use another --db") from None
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot reach the database: {exc.strerror or exc}", where=where) from None
+    if stat.S_ISDIR(info.st_mode):
+        raise UserInputError("is a directory, not a clusterbench database", where=where,
+                             hint=f"name the database file, e.g. --db {path / 'results.db'}")
+    if not stat.S_ISREG(info.st_mode):
+        kind = next((name for test, name in FILE_KINDS if test(info.st_mode)), "special file")
+        raise UserInputError(f"is a {kind}, not a clusterbench database", where=where,
+                             hint="name a database file with --db (a new path creates one); nothing was written")
+    try:
+        with open(path, "rb") as fh:
+            header = fh.read(100)
+    except PermissionError:
+        raise EnvironmentProblem("cannot read the database: permission denied", where=where,
+                                 hint="ask its owner for read access (chmod), or work on a copy the owner "
+                                      "makes with `clusterbench db backup`") from None
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot read the database: {exc.strerror or exc}", where=where) from None
+    if header and not header.startswith(SQLITE_MAGIC):
+        raise UserInputError("is not an SQLite database (it does not begin with 'SQLite format 3'), so not a "
+                             "clusterbench database", where=where,
+                             hint="name a clusterbench results database or a new file with --db; this file "
+                                  "was left untouched")
+    if header and len(header) < 100:
+        raise EnvironmentProblem(f"the database is corrupted: the file is truncated ({len(header)} bytes, "
+                                 "shorter than an SQLite header)", where=where, hint=CORRUPT_HINT.format(path=path))
+    sidecar = any(_size(path.with_name(path.name + suffix)) > 0 for suffix in ("-wal", "-journal"))
+    return FileFacts(info.st_size, header, sidecar)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _writable(path: Path) -> bool:
+    """Writable by this process: os.access also says False on a read-only mount, even for root."""
+    return os.access(path, os.W_OK | (os.X_OK if path.is_dir() else 0))
+
+
+def _make_folder(folder: Path, path: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise UserInputError("a part of this path is a file, not a folder", where=str(path),
+                             hint="give a database path in an existing or new folder") from None
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot create the database's folder {folder}: {exc.strerror or exc}",
+                                 where=str(path),
+                                 hint="choose a writable place with --db or $CLUSTERBENCH_DB") from None
+    if not folder.is_dir():
+        raise UserInputError(f"{folder} is not a folder", where=str(path))
+
+
+def _schema_tables() -> list[str]:
+    return [statement.split()[5] for statement in _statements(SCHEMA) if statement.startswith("CREATE TABLE")]
+
+
+def _connect_ro(path: Path, immutable: bool) -> sqlite3.Connection:
+    """SQLite's read-only mode; `immutable` also skips locks and the -shm file (a read-only folder)."""
+    uri = f"file:{quote(str(path.absolute()))}?mode=ro" + ("&immutable=1" if immutable else "")
+    try:
+        return sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None)
+    except sqlite3.Error as exc:
+        problem = explain(exc, path)
+        if problem is None:
+            raise
+        raise problem from exc
+
+
+def _tables_without_side_files(path: Path) -> set[str] | None:
+    """The tables of a database with no -wal beside it, read without creating any file (immutable)."""
+    try:
+        conn = _connect_ro(path, immutable=True)
+    except UserInputError:
+        return None
+    try:
+        return {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()
+
+
+def _not_ours(path: Path, tables: set[str], version: int = 0) -> UserInputError:
+    shown = ", ".join(sorted(tables)[:6]) + (", ..." if len(tables) > 6 else "")
+    what = f"its tables: {shown}" if tables else f"no tables, application version {version}"
+    return UserInputError(f"is an SQLite database but not a clusterbench one ({what})", where=str(path),
+                          hint="name a clusterbench results database or a new file with --db; this file was "
+                               "left untouched")
+
+
+def too_new(path: Path, version: int) -> EnvironmentProblem:
+    from clusterbench import __version__
+
+    return EnvironmentProblem(
+        f"the database has schema version {version}, written by a newer clusterbench; this clusterbench "
+        f"({__version__}) knows versions up to {SCHEMA_VERSION}", where=str(path),
+        hint="upgrade clusterbench (e.g. pip install -U clusterbench) to read or write it; it was left untouched")
+
+
+def explain(exc: BaseException, path: Path) -> UserInputError | None:
+    """An SQLite error as a located message with the next step, or None for one that is a bug."""
+    if not isinstance(exc, sqlite3.Error) or isinstance(exc, sqlite3.IntegrityError | sqlite3.ProgrammingError):
+        return None
+    text = str(exc)
+    where = str(path)
+    if "malformed" in text or "not a database" in text or "corrupt" in text:
+        return EnvironmentProblem(f"the database is corrupted ({text})", where=where,
+                                  hint=CORRUPT_HINT.format(path=path))
+    if "readonly" in text or "read-only" in text:
+        return EnvironmentProblem(f"the database cannot be written ({text})", where=where, hint=READ_ONLY_HINT)
+    if "full" in text:
+        return EnvironmentProblem(f"the disk is full ({text})", where=where,
+                                  hint="free space on its file system; results finished before are stored")
+    if "locked" in text or "busy" in text:
+        return EnvironmentProblem(f"the database is locked by another process ({text})", where=where,
+                                  hint="wait for the other clusterbench to finish, then run this again")
+    if "unable to open" in text or "disk I/O" in text:
+        return EnvironmentProblem(f"cannot open or read the database ({text})", where=where,
+                                  hint="check the file, its folder and their permissions")
+    return None
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Bring a database to SCHEMA_VERSION, one step per transaction (safe against a concurrent open:
+    each step re-reads the version under the write lock)."""
+    for version, _what, step in MIGRATIONS:
+        if conn.execute("PRAGMA user_version").fetchone()[0] >= version:
+            continue
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if conn.execute("PRAGMA user_version").fetchone()[0] < version:
+                step(conn)
+                conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
+                             (str(version),))
+                conn.execute(f"PRAGMA user_version = {int(version)}")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+
+@dataclass
+class CheckReport:
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    hint: str | None = None  # the next step for the problems found
+
+
+def check(path: Path) -> CheckReport:
+    """`clusterbench db check`: header, integrity, foreign keys and schema version, read-only.
+    Refuses (raises) only what is not a database at all; damage is reported, never repaired."""
+    facts = inspect_file(path)
+    if facts is None:
+        raise UserInputError("no database here", where=str(path), hint="check --db or $CLUSTERBENCH_DB")
+    if facts.size == 0:
+        raise UserInputError("is an empty file, not a clusterbench database yet", where=str(path))
+    report = CheckReport()
+    if not facts.sidecar:
+        truncated = facts.truncation()
+        if truncated:
+            report.problems.append(truncated)
+            report.hint = DAMAGE_HINT.format(path=path)
+    conn = _connect_ro(path, immutable=not _writable(path.parent) and not facts.sidecar)
+    try:
+        _check_contents(conn, path, report)
+    finally:
+        conn.close()
+    return report
+
+
+def _check_contents(conn: sqlite3.Connection, path: Path, report: CheckReport) -> None:
+    errors: set[str] = set()
+
+    def ask(what: str, sql: str) -> list | None:
+        try:
+            return conn.execute(sql).fetchall()
+        except sqlite3.DatabaseError as exc:
+            if str(exc) not in errors:  # a damaged header fails every query the same way: say it once
+                errors.add(str(exc))
+                report.problems.append(f"{what} failed: {exc}")
+            report.hint = DAMAGE_HINT.format(path=path)
+            return None
+
+    version_row = ask("reading the schema version", "PRAGMA user_version")
+    tables_rows = ask("listing the tables", "SELECT name FROM sqlite_master WHERE type='table'")
+    integrity = ask("the integrity check", "PRAGMA integrity_check(100)")
+    if integrity is not None and [row[0] for row in integrity] != ["ok"]:
+        report.problems += [f"integrity: {row[0]}" for row in integrity]
+        report.hint = DAMAGE_HINT.format(path=path)
+    elif integrity is not None:
+        report.notes.append("integrity ok")
+    foreign = ask("the foreign key check", "PRAGMA foreign_key_check")
+    if foreign:
+        report.problems += [f"foreign key: {row[0]} row {row[1]} refers to a missing {row[2]} row"
+                            for row in foreign[:100]]
+        report.hint = report.hint or DAMAGE_HINT.format(path=path)
+    elif foreign is not None:
+        report.notes.append("foreign keys ok")
+    if version_row is None or tables_rows is None:
+        return
+    version, tables = version_row[0][0], {row[0] for row in tables_rows}
+    if (tables and not REQUIRED_TABLES <= tables) or (version and not tables):
+        problem = _not_ours(path, tables, version)
+        report.problems.append(problem.message)
+        report.hint = report.hint or problem.hint
+        return
+    if version > SCHEMA_VERSION:
+        problem = too_new(path, version)
+        report.problems.append(problem.message)
+        report.hint = report.hint or problem.hint
+    elif version == 0:
+        report.notes.append(f"no schema version stored (from before versions): read as version {SCHEMA_VERSION}"
+                            ", stamped at the next write")
+    elif version < SCHEMA_VERSION:
+        report.problems.append(f"schema version {version} is older than this clusterbench's {SCHEMA_VERSION}")
+        report.hint = report.hint or f"upgrade it (a backup first is wise): clusterbench --db {path} db migrate"
+    else:
+        report.notes.append(f"schema version {version} (this clusterbench: {SCHEMA_VERSION})")
+    counts = ask("counting runs", "SELECT (SELECT COUNT(*) FROM runs), (SELECT COUNT(*) FROM metrics)")
+    if counts:
+        report.notes.append(f"{counts[0][0]} runs, {counts[0][1]} metric values")
