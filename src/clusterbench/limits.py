@@ -54,6 +54,14 @@ def limit(name: str) -> int:
     return LIMITS[name].default
 
 
+def check_environment() -> None:
+    """Refuse a misspelt or malformed CLUSTERBENCH_LIMIT_* at start-up, not when first consulted
+    (or never: an unknown name would otherwise be ignored in silence)."""
+    for key, value in os.environ.items():
+        if key.startswith("CLUSTERBENCH_LIMIT_"):
+            _checked(key.removeprefix("CLUSTERBENCH_LIMIT_").lower(), value, key)
+
+
 def override(name: str, value: str) -> None:
     """`--limit name=value`: raise (or lower) one limit for this process."""
     _overrides[name] = _checked(name, value, f"--limit {name}")

@@ -6,6 +6,7 @@ import sys
 
 from rich.markup import escape
 
+from clusterbench import limits
 from clusterbench.cli import (  # noqa: F401  (registers)
     bench_cmd,
     build_cmd,
@@ -25,6 +26,7 @@ from clusterbench.errors import UserInputError
 
 def main() -> None:
     try:
+        limits.check_environment()
         app()
     except UserInputError as exc:
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)

@@ -157,7 +157,7 @@ def _learned_efficiency(info) -> float | None:
     if not rpeak or info.software is None and info.memory is None:
         return None
     try:
-        with open_store() as store:
+        with open_store(read_only=True) as store:
             rows = store.metric_rows("hpl_gflops", system_id=info.fingerprint(), valid_only=True)
     except Exception:  # noqa: BLE001 - an unreadable store must not stop planning
         return None
