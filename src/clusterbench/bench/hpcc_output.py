@@ -3,18 +3,23 @@
 Each summary key becomes a metric with its unit. The run is valid only when HPCC itself says
 so: HPL's residual PASSED (the HPL section is parsed with the HPL parser), PTRANS passed,
 STREAM 'Solution Validates', RandomAccess error fraction within HPCC's 1% rule, and the
-FFT and DGEMM checks reported no failing node.
+FFT and DGEMM checks reported no failing node. A summary value that is not a finite number
+(`nan`, `inf`) invalidates the run (`Outcome.check_values`), and so do HPL figures that cannot
+be true (see `hpl_output.implausible`).
+
+Sections are found with plain string searches, in time linear in the size of the output even
+when a hostile file repeats a `Begin of ... section.` marker a million times.
 """
 
 from __future__ import annotations
 
 import re
 
-from clusterbench.bench.hpl_output import hpl_outcome
-from clusterbench.bench.metrics import Metric, Outcome
+from clusterbench.bench.hpl_output import hpl_outcome, implausible
+from clusterbench.bench.metrics import Metric, Outcome, is_finite
 
-_SUMMARY = re.compile(r"Begin of Summary section\.\s*\n(.*?)\nEnd of Summary section\.", re.S)
-_SECTION = "Begin of {0} section.\n(.*?)End of {0} section."
+_SUMMARY_BEGIN, _SUMMARY_END = "Begin of Summary section.", "\nEnd of Summary section."
+_TO_LINE_END = re.compile(r"[^\S\n]*\n")  # blanks, then the end of the marker's line
 
 # (regex on the key, unit, higher is better), first match wins.
 _UNITS = [
@@ -33,12 +38,25 @@ _INFO_KEYS = re.compile(r"^(Version|sizeof_|LANG|CPS_|HPL_dMACH|HPL_sMACH|dweps|
                         r"HPL_order|M_OPENMP|omp_|Mem|FFTE)")
 
 
+def _summary_body(text: str) -> str | None:
+    """The lines between `Begin of Summary section.` and `End of Summary section.` (None if absent)."""
+    begin = text.find(_SUMMARY_BEGIN)
+    while begin != -1:
+        start = begin + len(_SUMMARY_BEGIN)
+        lead = _TO_LINE_END.match(text, start)
+        if lead:
+            end = text.find(_SUMMARY_END, lead.end() - 1)
+            return text[lead.end():end] if end != -1 else None  # no end here: none further on either
+        begin = text.find(_SUMMARY_BEGIN, start)
+    return None
+
+
 def parse_summary(text: str) -> dict[str, str]:
-    m = _SUMMARY.search(text)
-    if not m:
+    body = _summary_body(text)
+    if not body:
         return {}
     summary = {}
-    for line in m.group(1).splitlines():
+    for line in body.splitlines():
         if "=" in line:
             k, v = line.split("=", 1)
             summary[k.strip()] = v.strip()
@@ -53,8 +71,14 @@ def _unit(key: str) -> tuple[str, bool]:
 
 
 def section(text: str, name: str) -> str | None:
-    m = re.search(_SECTION.format(re.escape(name)), text, re.S)
-    return m.group(1) if m else None
+    """The text between `Begin of <name> section.` (and its newline) and `End of <name> section.`."""
+    marker = f"Begin of {name} section.\n"
+    begin = text.find(marker)
+    if begin == -1:
+        return None
+    start = begin + len(marker)
+    end = text.find(f"End of {name} section.", start)
+    return text[start:end] if end != -1 else None
 
 
 def hpcc_outcome(text: str) -> Outcome:
@@ -78,11 +102,31 @@ def hpcc_outcome(text: str) -> Outcome:
         unit, hib = _unit(key)
         outcome.metrics.append(Metric(key, value, unit, hib))
     _checks(text, summary, outcome)
-    hpl_valid = all(m.valid for m in hpl.metrics) and bool(hpl.metrics)
+    summary_problems = _hpl_summary_problems(summary)
+    for problem in summary_problems:
+        outcome.invalidate(f"HPL summary: {problem}")
+    outcome.check_values()
+    hpl_valid = all(m.valid for m in hpl.metrics) and bool(hpl.metrics) and not summary_problems
     for m in outcome.metrics:
         if m.name.startswith("HPL_"):
             m.valid = hpl_valid
     return outcome
+
+
+def _number(summary: dict[str, str], key: str) -> float | None:
+    try:
+        return float(summary[key])
+    except (KeyError, ValueError):
+        return None
+
+
+def _hpl_summary_problems(summary: dict[str, str]) -> list[str]:
+    """HPL_Tflops and HPL_time of the summary checked as an HPL result line is (exact time, %g)."""
+    tflops, time_s, n = _number(summary, "HPL_Tflops"), _number(summary, "HPL_time"), _number(summary, "HPL_N")
+    if tflops is None or time_s is None:
+        return []
+    return implausible(n if n is not None else 0, time_s, tflops * 1000, _number(summary, "CommWorldProcs"),
+                       time_resolution=0.0)
 
 
 def _checks(text: str, summary: dict[str, str], outcome: Outcome) -> None:
@@ -96,7 +140,10 @@ def _checks(text: str, summary: dict[str, str], outcome: Outcome) -> None:
     if body is not None and re.search(r"\bFAILED\b", body):
         outcome.invalidate("PTRANS: a test FAILED")
     for key in ("MPIRandomAccess_ErrorsFraction", "MPIRandomAccess_LCG_ErrorsFraction"):
-        if key in summary and float(summary[key]) > 0.01:
+        fraction = _number(summary, key)
+        if key in summary and (fraction is None or not is_finite(fraction)):
+            outcome.invalidate(f"{key}={summary[key]} is not a number")
+        elif fraction is not None and fraction > 0.01:
             outcome.invalidate(f"{key}={summary[key]} exceeds HPCC's 1% limit")
     for name in ("StarDGEMM", "SingleDGEMM", "StarFFT", "SingleFFT", "StarSTREAM",
                  "StarRandomAccess", "SingleRandomAccess"):

@@ -2,14 +2,16 @@
 
 The rating is `Final Summary::HPCG result is VALID with a GFLOP/s rating of=<x>`; an INVALID
 result is stored as invalid. A valid run shorter than the official 1800 s is still a valid
-measurement but not eligible for the HPCG list, which is recorded as a fact.
+measurement but not eligible for the HPCG list, which is recorded as a fact. A rating that
+cannot be true (not finite, <= 0, or above 10^7 Gflop/s per process) makes the result invalid.
 """
 
 from __future__ import annotations
 
 import re
 
-from clusterbench.bench.metrics import Metric, Outcome
+from clusterbench.bench.hpl_output import MAX_GFLOPS_PER_PROCESS
+from clusterbench.bench.metrics import Metric, Outcome, is_finite
 
 _RATING = re.compile(r"HPCG result is (VALID|INVALID) with a GFLOP/s rating of=\s*([\d.eE+-]+)")
 
@@ -36,7 +38,7 @@ def hpcg_params(keys: dict) -> dict:
               "nx": "Local Domain Dimensions::nx", "ny": "Local Domain Dimensions::ny",
               "nz": "Local Domain Dimensions::nz", "npx": "Processor Dimensions::npx",
               "npy": "Processor Dimensions::npy", "npz": "Processor Dimensions::npz"}
-    return {name: int(v) for name, key in as_int.items() if (v := _num(keys, key)) is not None}
+    return {name: int(v) for name, key in as_int.items() if (v := _num(keys, key)) is not None and is_finite(v)}
 
 
 def hpcg_outcome(text: str) -> Outcome:
@@ -49,9 +51,16 @@ def hpcg_outcome(text: str) -> Outcome:
                          "official_minimum_s": minimum})
     rating = _RATING.search(text)
     if rating:
-        out.metrics.append(Metric("hpcg_gflops", float(rating.group(2)), "Gflop/s", True))
+        gflops = float(rating.group(2))
+        out.metrics.append(Metric("hpcg_gflops", gflops, "Gflop/s", True))
         if rating.group(1) != "VALID":
             out.invalidate("HPCG reports its result INVALID")
+        elif is_finite(gflops) and gflops <= 0:
+            out.invalidate(f"HPCG rating {gflops:g} Gflop/s is impossible (no work measured)")
+        ranks = _num(keys, "Machine Summary::Distributed Processes")
+        if is_finite(gflops) and ranks and is_finite(ranks) and gflops > MAX_GFLOPS_PER_PROCESS * max(ranks, 1):
+            out.invalidate(f"HPCG rating {gflops:.4g} Gflop/s from {ranks:g} process(es) is above "
+                           f"{MAX_GFLOPS_PER_PROCESS:.0e} Gflop/s per process, which no machine reaches")
     else:
         out.invalidate("no 'HPCG result is VALID/INVALID' line (run aborted or output truncated)")
     for key, name, unit in (("GFLOP/s Summary::Raw Total", "hpcg_raw_gflops", "Gflop/s"),
@@ -63,6 +72,7 @@ def hpcg_outcome(text: str) -> Outcome:
     for key in keys:
         if key.endswith("::Result") and keys[key] == "FAILED":
             out.invalidate(f"HPCG check failed: {key}")
+    out.check_values()
     if not out.valid:
         for m in out.metrics:
             m.valid = False

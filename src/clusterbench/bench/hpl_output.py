@@ -4,6 +4,12 @@ One `HplResult` per printed T/V line. A result is valid only when its residual c
 printed and PASSED; a FAILED residual, or a result whose check never appeared (truncated
 output, aborted run), is kept but marked invalid. The 'Finished N tests' summary is
 cross-checked against the lines actually found.
+
+A figure that cannot be true makes its result invalid too (`implausible`): a value that is not
+finite, a negative time, Gflops <= 0, Gflops that do not follow from N and the time (HPL
+computes them as (2/3 N^3 + 3/2 N^2) / time, so an edited or corrupted figure shows), and
+more than 10^7 Gflop/s per MPI process, which no machine reaches. Against a known Rpeak,
+`check_rpeak` invalidates anything above 10x Rpeak.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from clusterbench.bench.metrics import Metric, Outcome
+from clusterbench.bench.metrics import Metric, Outcome, TooManyResults, is_finite
 
 _VERSION = re.compile(r"HPLinpack\s+(\d+(?:\.\d+)*)")
 _RESULT = re.compile(
@@ -29,6 +35,79 @@ _COUNTS = {
 _ECHO = re.compile(r"^(N|NB|PMAP|P|Q|PFACT|NBMIN|NDIV|RFACT|BCAST|DEPTH|SWAP|L1|U|EQUIL|ALIGN)\s+:\s+(.*?)\s*$")
 _THRESHOLD = re.compile(r"scaled residuals are less than\s+([\d.]+)")
 
+# No machine reaches 10^7 Gflop/s (10 Pflop/s) in one MPI process: the fastest GPU is ~100x below.
+MAX_GFLOPS_PER_PROCESS = 1e7
+RPEAK_FACTOR = 10  # above 10x the Rpeak of the system it ran on, a figure is impossible
+# HPL's Gflops follow from N and its own (unrounded) time; the printed time has two decimals.
+# A figure more than this factor outside what N and the printed time allow was not computed by HPL.
+CONSISTENCY_FACTOR = 2.0
+
+
+def hpl_flops(n: float) -> float:
+    """The operation count HPL credits to a solve of order N: 2/3 N^3 + 3/2 N^2."""
+    n = float(n)
+    return 2.0 / 3.0 * n ** 3 + 1.5 * n ** 2 if n < 1e100 else float("inf")
+
+
+def implausible(n: float, time_s: float, gflops: float, ranks: float | None,
+                time_resolution: float = 0.005) -> list[str]:
+    """Why these HPL figures cannot be a measurement ([] if they can).
+
+    `time_resolution` is half the last printed digit of the time (0.005 for HPL's `%.2f`; 0
+    for an exact time such as HPCC's summary): a printed 0.00 s is a solve under 5 ms, which
+    is possible for a tiny N, so a zero time is impossible only when the Gflops say otherwise.
+    Values that are not finite are left to `Outcome.check_values`.
+    """
+    if not (is_finite(n) and is_finite(time_s) and is_finite(gflops)):
+        return []
+    out = []
+    if time_s < 0 or (time_s == 0 and time_resolution == 0):
+        out.append(f"time {time_s:g} s is impossible")
+    if gflops <= 0:
+        out.append(f"{gflops:g} Gflop/s is impossible (no work measured)")
+        return out
+    if ranks and is_finite(ranks) and ranks > 0 and gflops > MAX_GFLOPS_PER_PROCESS * ranks:
+        out.append(f"{gflops:.4g} Gflop/s from {ranks:g} process(es) is above {MAX_GFLOPS_PER_PROCESS:.0e} "
+                   "Gflop/s per process, which no machine reaches")
+    if n > 0 and time_s >= 0:
+        work = hpl_flops(n) / 1e9  # Gflop
+        slowest = work / (time_s + time_resolution) if time_s + time_resolution > 0 else float("inf")
+        fastest = work / (time_s - time_resolution) if time_s > time_resolution else float("inf")
+        if gflops * CONSISTENCY_FACTOR < slowest or gflops > fastest * CONSISTENCY_FACTOR:
+            took = f"{time_s:g} s" if time_resolution == 0 else f"{time_s:.2f} s (printed)"
+            out.append(f"{gflops:.4g} Gflop/s does not follow from N={n:g} in {took}: "
+                       f"HPL's {work:.4g} Gflop in that time are {_span(slowest, fastest)} Gflop/s")
+    return out
+
+
+def _span(low: float, high: float) -> str:
+    return f"{low:.4g}" if low == high else (f"at least {low:.4g}" if high == float("inf")
+                                              else f"{low:.4g} to {high:.4g}")
+
+
+def check_rpeak(outcome: Outcome, rpeak_gflops: float | None, what: str = "the system") -> None:
+    """Invalidate an HPL (or HPCC) outcome whose Gflops exceed RPEAK_FACTOR x `rpeak_gflops`.
+
+    For live runs, the Rpeak of the nodes used; for imports, the one given with --rpeak-node
+    times the node count. The offending metrics are marked invalid and stay stored as evidence.
+    """
+    if not rpeak_gflops or not is_finite(rpeak_gflops) or rpeak_gflops <= 0:
+        return
+    bound = RPEAK_FACTOR * rpeak_gflops
+    hit = False
+    for m in outcome.metrics:
+        gflops = m.value * 1000 if m.name == "HPL_Tflops" else m.value if m.name == "hpl_gflops" else None
+        if gflops is not None and is_finite(gflops) and gflops > bound:
+            hit = True
+            reason = (f"{m.name} {m.value:.4g} is above {RPEAK_FACTOR}x the Rpeak of {what} "
+                      f"({rpeak_gflops:.4g} Gflop/s)")
+            if reason not in outcome.reasons:
+                outcome.invalidate(reason)
+    if hit:
+        for m in outcome.metrics:
+            if m.name.startswith("HPL_") or m.name in ("hpl_gflops", "hpl_time"):
+                m.valid = False
+
 
 @dataclass
 class HplResult:
@@ -43,10 +122,11 @@ class HplResult:
     passed: bool | None = None  # None: no residual line seen
     start: str | None = None
     end: str | None = None
+    implausible: list[str] = field(default_factory=list)  # why its figures cannot be true
 
     @property
     def valid(self) -> bool:
-        return self.passed is True
+        return self.passed is True and not self.implausible and is_finite(self.gflops) and is_finite(self.time_s)
 
     def labels(self) -> dict:
         return {"tv": self.tv, "n": self.n, "nb": self.nb, "p": self.p, "q": self.q}
@@ -81,6 +161,8 @@ class HplOutput:
                 out.append(f"HPL reports {self.passed} passed but {sum(1 for r in checked if r.passed)} "
                            "PASSED residuals were found")
         for r in self.results:
+            for reason in r.implausible:
+                out.append(f"{r.tv} N={r.n} NB={r.nb} {r.p}x{r.q}: {reason}")
             if r.passed is False:
                 out.append(f"residual check FAILED for {r.tv} N={r.n} NB={r.nb} {r.p}x{r.q} "
                            f"(residual {r.residual})")
@@ -93,7 +175,8 @@ class HplOutput:
         return max(valid, key=lambda r: r.gflops) if valid else None
 
 
-def parse_hpl(text: str) -> HplOutput:
+def parse_hpl(text: str, max_results: int | None = None) -> HplOutput:
+    """Every result line of an HPL output; `max_results` stops a hostile file early (TooManyResults)."""
     out = HplOutput()
     m = _VERSION.search(text)
     out.version = m.group(1) if m else None
@@ -114,7 +197,10 @@ def parse_hpl(text: str) -> HplOutput:
         if m:
             current = HplResult(m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4)),
                                 int(m.group(5)), float(m.group(6)), float(m.group(7)))
+            current.implausible = implausible(current.n, current.time_s, current.gflops, current.p * current.q)
             out.results.append(current)
+            if max_results is not None and len(out.results) > max_results:
+                raise TooManyResults("HPL result lines", max_results)
             continue
         if current is None:
             continue
@@ -154,4 +240,4 @@ def hpl_outcome(text: str) -> Outcome:
         outcome.invalidate("no HPL result line found")
     for problem in parsed.problems():
         outcome.invalidate(problem)
-    return outcome
+    return outcome.check_values()

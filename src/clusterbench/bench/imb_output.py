@@ -12,14 +12,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from clusterbench.bench.metrics import Metric, Outcome
+from clusterbench.bench.metrics import Metric, Outcome, TooManyResults
 
 _VERSION = re.compile(r"Intel\s*\(R\)\s*MPI Benchmarks\s+(\d[\w.]*)")
 _SECTION = re.compile(r"^#\s*Benchmarking\s+(\S+)", re.M)
 _PROCS = re.compile(r"#processes\s*=\s*(\d+)")
 _DATE = re.compile(r"^#\s*Date\s*:\s*(.+?)\s*$", re.M)
 _HOSTS = re.compile(r"^#HOSTS=(\d+)", re.M)
-_CALL = re.compile(r"# Calling sequence was:\s*\n\s*\n#\s*(.+?)\n(?:#\s{5,}(.+?)\n)?", re.S)
+# Blank-only runs between the lines ([^\S\n]), so a hostile run of a million newlines costs linear time.
+_CALL = re.compile(r"# Calling sequence was:[^\S\n]*\n[^\S\n]*\n#[^\S\n]*([^\n]+?)[^\S\n]*\n"
+                   r"(?:#[^\S\n]{5,}([^\n]+?)[^\S\n]*\n)?")
 _NUMBER_ROW = re.compile(r"^\s*\d+(\s+[\d.]+(?:[eE][+-]?\d+)?)+\s*$")
 
 
@@ -44,9 +46,14 @@ class ImbOutput:
     finalized: bool
 
 
-def parse_imb(text: str) -> ImbOutput:
+def parse_imb(text: str, max_results: int | None = None) -> ImbOutput:
+    """Every benchmark section; `max_results` stops a hostile file early (TooManyResults)."""
     sections: list[ImbSection] = []
-    starts = [m for m in _SECTION.finditer(text)]
+    starts = []
+    for m in _SECTION.finditer(text):
+        starts.append(m)
+        if max_results is not None and len(starts) > max_results:
+            raise TooManyResults("IMB benchmark sections", max_results)
     for i, m in enumerate(starts):
         body = text[m.end(): starts[i + 1].start() if i + 1 < len(starts) else len(text)]
         procs = _PROCS.search(body)
@@ -92,4 +99,4 @@ def section_outcome(parsed: ImbOutput, section: ImbSection) -> Outcome:
         k = max(range(len(bandwidth)), key=bandwidth.__getitem__)
         out.metrics.append(Metric("peak_bandwidth", bandwidth[k], "MiB/s", True,
                                   {"test": test, "bytes": int(sizes[k])}))
-    return out
+    return out.check_values()

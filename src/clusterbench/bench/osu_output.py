@@ -50,4 +50,4 @@ def osu_outcome(parsed: OsuOutput) -> Outcome:
             out.metrics.append(Metric("osu_bandwidth", value, unit, True, {"test": test, "bytes": size}))
         size, value = max(parsed.rows, key=lambda r: r[1])
         out.metrics.append(Metric("peak_bandwidth", value, unit, True, {"test": test, "bytes": size}))
-    return out
+    return out.check_values()

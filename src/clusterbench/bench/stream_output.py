@@ -41,4 +41,4 @@ def stream_outcome(text: str) -> Outcome:
         out.invalidate("no STREAM result rows (Copy/Scale/Add/Triad)")
     if "Solution Validates" not in text:
         out.invalidate("STREAM did not print 'Solution Validates' (validation failed or output truncated)")
-    return out
+    return out.check_values()

@@ -1,7 +1,16 @@
-"""`clusterbench import PATH...`: old output files become stored, queryable runs."""
+"""`clusterbench import PATH...`: old output files become stored, queryable runs.
+
+Each file is imported in its own transaction. A bad file (unreadable, binary, empty, a number
+its parser cannot read, ...) is skipped and named with its reason; its neighbours are stored.
+Exit 0 when every file is fine, or when some were skipped but at least one file's results are
+in the store (a warning names the skipped ones); exit 2 when no file could be imported and at
+least one was skipped (or with `--strict`, when any file was skipped); exit 1 when the database
+fails.
+"""
 
 from __future__ import annotations
 
+import json
 from typing import Annotated
 
 import typer
@@ -9,7 +18,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from clusterbench.cli.app import app, console, open_store, parse_assignments
+from clusterbench.cli.app import app, console, err_console, open_store, parse_assignments
 
 
 @app.command("import")
@@ -20,31 +29,66 @@ def import_outputs(
     name_pattern: Annotated[str | None, typer.Option(
         help="Read fields from file names: 'HPL.out.{nodes}_node_{n}_{nb}_{grids}.{blas}'.")] = None,
     campaign: Annotated[str | None, typer.Option(help="Group the imported runs under this campaign name.")] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the totals.")] = False,
+    rpeak_node: Annotated[float | None, typer.Option(
+        "--rpeak-node", help="Rpeak of one node of the system the files come from (Gflop/s): an HPL or HPCC "
+                             "result above 10x Rpeak x nodes is stored as invalid.")] = None,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="Exit 2 if any file was skipped (the good ones are stored all the same).")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the totals and the skipped files.")] = False,
 ) -> None:
     """Recognise HPL, HPCC, HPCG, IMB, OSU and STREAM outputs by content and store each result.
 
     Importing the same files again stores nothing new (a content hash identifies each result).
     """
-    from clusterbench.store.importer import expand_paths, import_paths
+    from clusterbench.bench.metrics import is_finite
+    from clusterbench.errors import UserInputError
+    from clusterbench.store.importer import expand_paths, import_files
 
+    if rpeak_node is not None and not (is_finite(rpeak_node) and rpeak_node > 0):
+        raise UserInputError(f"--rpeak-node must be a positive number of Gflop/s, got {rpeak_node:g}")
     tags = parse_assignments(tag or [], "--tag", "system=pi4-cluster")
     files = expand_paths(paths)
     with open_store() as store, Progress(TextColumn("importing"), BarColumn(), MofNCompleteColumn(),
-                                         console=console, transient=True, disable=quiet) as progress:
+                                         console=console, transient=True,
+                                         disable=quiet or as_json) as progress:
         task = progress.add_task("import", total=len(files))
-        report = import_paths(store, [str(f) for f in files], tags, name_pattern, campaign,
-                              on_file=lambda rep: progress.advance(task))
-    if not quiet:
-        table = Table(title=f"Imported into {escape(str(store.path))}", title_justify="left")
-        for col in ("file", "recognised as", "stored", "already stored", "invalid", "note"):
-            table.add_column(col)
-        for f in report.files:
-            table.add_row(escape(_short(f.path)), f.kind or "-", str(f.stored), str(f.duplicates), str(f.invalid),
-                          escape(f.note or ""))
-        console.print(table)
-    console.print(f"{report.total('stored')} result(s) stored, {report.total('duplicates')} already stored, "
-                  f"{report.total('invalid')} invalid, from {len(report.files)} file(s)")
+        report = import_files(store, files, tags, name_pattern, campaign,
+                              on_file=lambda rep: progress.advance(task), rpeak_node_gflops=rpeak_node)
+    skipped = report.skipped
+    if as_json:
+        print(json.dumps({
+            "database": str(store.path), "files": len(report.files), "stored": report.total("stored"),
+            "already_stored": report.total("duplicates"), "invalid": report.total("invalid"),
+            "files_imported": report.imported,
+            "skipped": [{"file": f.path, "reason": f.skipped} for f in skipped],
+            "ignored": [{"file": f.path, "reason": f.note} for f in report.files if f.note and not f.skipped],
+            "per_file": [f.as_dict() for f in report.files]}, indent=2))
+    else:
+        if not quiet:
+            table = Table(title=f"Imported into {escape(str(store.path))}", title_justify="left")
+            for col in ("file", "recognised as", "stored", "already stored", "invalid", "note"):
+                table.add_column(col)
+            for f in report.files:
+                note = f"skipped: {f.skipped}" if f.skipped else (f.note or "; ".join(f.invalid_reasons[:2]))
+                table.add_row(escape(_short(f.path)), f.kind or "-", str(f.stored), str(f.duplicates),
+                              str(f.invalid), escape(note), style="yellow" if f.skipped else None)
+            console.print(table)
+        console.print(f"{report.total('stored')} result(s) stored, {report.total('duplicates')} already stored, "
+                      f"{report.total('invalid')} invalid, from {len(report.files)} file(s)"
+                      + (f"; {len(skipped)} file(s) skipped" if skipped else ""), soft_wrap=True)
+    if skipped:
+        err_console.print(f"[yellow]warning:[/] {len(skipped)} file(s) skipped, nothing of them stored:",
+                          soft_wrap=True, highlight=False)
+        for f in skipped:
+            err_console.print(f"  skipped {escape(f.path)}: {escape(f.skipped or '')}", soft_wrap=True,
+                              highlight=False)
+        if report.imported == 0:
+            raise UserInputError(f"no file could be imported: {len(skipped)} of {len(report.files)} file(s) "
+                                 "skipped, each named above with its reason")
+        if strict:
+            raise UserInputError(f"--strict: {len(skipped)} file(s) skipped (named above); the results of the "
+                                 f"other {len(report.files) - len(skipped)} file(s) are stored")
 
 
 def _short(path: str) -> str:

@@ -9,29 +9,52 @@ pattern can add what only the name says (node count, BLAS), and `--tag` adds the
 
 Re-importing is harmless: each result carries a hash of the file's bytes and its position in
 the file, and a result already stored is skipped.
+
+Each file is its own transaction. A file that cannot be used (unreadable, not a regular file,
+empty, binary, too large, with more results than a file can sensibly hold, a number its parser
+cannot read, a parse that runs past its time budget) is skipped with its reason and its
+neighbours are stored; the report lists the skipped files. A figure that cannot be true (not
+finite, an impossible HPL time or rate, above 10x a given Rpeak) is stored as an *invalid*
+result with the reason, never as a valid one.
 """
 
 from __future__ import annotations
 
+import errno
 import glob
 import hashlib
+import os
 import re
-from collections.abc import Callable, Iterable
+import signal
+import sqlite3
+import stat
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from clusterbench.bench.hpcc_output import hpcc_outcome, parse_summary
 from clusterbench.bench.hpcg_output import hpcg_outcome, hpcg_params, parse_hpcg
-from clusterbench.bench.hpl_output import parse_hpl, result_metrics
+from clusterbench.bench.hpl_output import check_rpeak, parse_hpl, result_metrics
 from clusterbench.bench.imb_output import parse_imb, section_outcome
-from clusterbench.bench.metrics import Outcome
+from clusterbench.bench.metrics import Outcome, TooManyResults, is_finite
 from clusterbench.bench.osu_output import osu_outcome, parse_osu
 from clusterbench.bench.stream_output import stream_outcome
-from clusterbench.errors import UserInputError
-from clusterbench.store.db import RunRecord, Store
+from clusterbench.errors import EnvironmentProblem, UserInputError
+from clusterbench.store.db import MAX_BLOB_BYTES, RunRecord, Store, explain
 
-MAX_FILE_BYTES = 64 * 1024 * 1024
+# Bounds on what one file may make the importer read, build and store (a file is input from anyone).
+MAX_FILE_BYTES = 64 * 1024 * 1024  # larger files are skipped: no benchmark output is this big
+MAX_RESULTS_PER_FILE = 10_000  # runs one file may become (an HPL sweep of 20 N x 20 NB x 20 grids is 8,000)
+MAX_METRICS_PER_FILE = 200_000  # metric rows one file may add (an OSU table of 10^6 rows is not an output)
+# Each run keeps the original file (up to the store's MAX_BLOB_BYTES): results x size is bounded too.
+MAX_COPY_BYTES = 1024 * 1024 * 1024
+MAX_PARSE_SECONDS = 30  # the time recognising and parsing one file may take
+
+_COMPRESSED = ((b"\x1f\x8b", "gzip"), (b"\xfd7zXZ\x00", "xz"), (b"BZh", "bzip2"), (b"PK\x03\x04", "zip"),
+               (b"\x28\xb5\x2f\xfd", "zstd"))
 
 
 @dataclass
@@ -48,12 +71,19 @@ class Result:
 
 @dataclass
 class FileReport:
-    path: str
+    path: str  # as found, printable (bytes that are not UTF-8 shown as \\xNN)
     kind: str | None
     stored: int = 0
     duplicates: int = 0
     invalid: int = 0
-    note: str | None = None
+    note: str | None = None  # why nothing was stored from a file that is fine (not an output, a log)
+    skipped: str | None = None  # why a bad file was skipped: nothing of it is stored
+    invalid_reasons: list[str] = field(default_factory=list)  # why its results stored as invalid are (distinct)
+
+    def as_dict(self) -> dict:
+        return {"file": self.path, "kind": self.kind, "stored": self.stored, "already_stored": self.duplicates,
+                "invalid": self.invalid, "invalid_reasons": self.invalid_reasons, "note": self.note,
+                "skipped": self.skipped}
 
 
 @dataclass
@@ -63,24 +93,46 @@ class ImportReport:
     def total(self, attr: str) -> int:
         return sum(getattr(f, attr) for f in self.files)
 
+    @property
+    def skipped(self) -> list[FileReport]:
+        """The bad files, each with its reason."""
+        return [f for f in self.files if f.skipped]
+
+    @property
+    def imported(self) -> int:
+        """Files whose results are in the store now (stored by this import or an earlier one)."""
+        return sum(1 for f in self.files if f.stored or f.duplicates)
+
+
+class Skipped(Exception):
+    """This file cannot be imported: the reason is the message."""
+
+
+class _ParseTimeout(Exception):
+    pass
+
 
 # ---------------------------------------------------------------- recognisers and splitters
 
 def _hpl_results(text: str) -> list[Result]:
-    parsed = parse_hpl(text)
+    parsed = parse_hpl(text, max_results=MAX_RESULTS_PER_FILE)
     truncated = parsed.truncated
     out = []
     for r in parsed.results:
         outcome = Outcome(facts={"hpl_version": parsed.version, "threshold": parsed.threshold})
         outcome.metrics += result_metrics(r)
+        for reason in r.implausible:
+            outcome.invalidate(reason)
         if r.passed is False:
             outcome.invalidate(f"residual check FAILED ({r.residual})")
         elif r.passed is None:
             outcome.invalidate("no residual check printed for this result (truncated output?)")
         if truncated:
             outcome.reasons.append("file ends before HPL's 'Finished N tests' summary")
+        outcome.check_values()
         params = {"n": r.n, "nb": r.nb, "p": r.p, "q": r.q, "ranks": r.p * r.q, "tv": r.tv}
-        out.append(Result("hpl", params, outcome, r.start, r.end, r.time_s))
+        duration = r.time_s if is_finite(r.time_s) else None
+        out.append(Result("hpl", params, outcome, r.start, r.end, duration))
     return out
 
 
@@ -92,13 +144,13 @@ def _hpcc_results(text: str) -> list[Result]:
                       ("ranks", "CommWorldProcs")):
         try:
             params[name] = int(float(summary[key]))
-        except (KeyError, ValueError):
+        except (KeyError, ValueError, OverflowError):  # absent, not a number, nan or inf
             pass
     return [Result("hpcc", params, outcome)]
 
 
 def _imb_results(text: str) -> list[Result]:
-    parsed = parse_imb(text)
+    parsed = parse_imb(text, max_results=MAX_RESULTS_PER_FILE)
     out = []
     for section in parsed.sections:
         params = {"test": section.name, "ranks": section.processes}
@@ -171,87 +223,282 @@ def fields_from_name(name: str, rx: re.Pattern | None) -> dict:
 
 
 def _typed(value: str):
+    """'8' -> 8, '2.5' -> 2.5; anything else ('inf', 'nan', '1e999', 'blis') stays a string."""
     for kind in (int, float):
         try:
-            return kind(value)
+            number = kind(value)
         except ValueError:
-            pass
+            continue
+        if is_finite(number):
+            return number
     return value
 
 
+def printable(text: str) -> str:
+    """A file name as text the store and the terminal accept: bytes that are not UTF-8 (which
+    Python keeps as lone surrogates) become \\xNN escapes, so such a name neither crashes nor lies."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def expand_paths(paths: Iterable[str]) -> list[Path]:
-    """Files, folders (recursively) and globs; each file once, in a stable order."""
+    """Files, folders (recursively) and globs; each file once, in a stable order.
+
+    Everything in a folder that is not a folder is listed, a dangling symbolic link or a FIFO
+    too, so that the import names it as skipped instead of silently passing it over (hidden
+    names are left out). A path that does not exist at all is bad input.
+    """
     found: dict[str, Path] = {}
     for raw in paths:
         matches = glob.glob(raw, recursive=True) if glob.has_magic(raw) else [raw]
         if not matches:
-            raise UserInputError(f"nothing matches {raw!r}")
+            raise UserInputError(f"nothing matches {printable(raw)!r}")
         for m in matches:
             p = Path(m)
             if p.is_dir():
                 for sub in sorted(p.rglob("*")):
-                    if sub.is_file() and not sub.name.startswith("."):
-                        found.setdefault(str(sub.resolve()), sub)
-            elif p.is_file():
-                found.setdefault(str(p.resolve()), p)
+                    if not sub.name.startswith(".") and not sub.is_dir():
+                        found.setdefault(os.path.realpath(sub), sub)
+            elif os.path.lexists(p):
+                found.setdefault(os.path.realpath(p), p)
             else:
-                raise UserInputError(f"no such file or folder: {raw}")
+                raise UserInputError(f"no such file or folder: {printable(raw)}")
     return list(found.values())
+
+
+# ---------------------------------------------------------------- reading
+
+def read_output(path: Path) -> tuple[bytes, os.stat_result]:
+    """The bytes of one regular file, at most MAX_FILE_BYTES; `Skipped` with the reason otherwise.
+
+    Opened non-blocking, so a FIFO that slipped in cannot hang the import, and checked again
+    on the open descriptor.
+    """
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise Skipped(_unreadable(path, exc)) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise Skipped(f"not a regular file ({_file_type(st.st_mode)})")
+    if st.st_size > MAX_FILE_BYTES:
+        raise Skipped(f"larger than {MAX_FILE_BYTES >> 20} MiB ({st.st_size:,} bytes): not a benchmark output")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise Skipped(_unreadable(path, exc)) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Skipped(f"not a regular file ({_file_type(st.st_mode)})")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise Skipped(_unreadable(path, exc)) from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_FILE_BYTES:
+        raise Skipped(f"larger than {MAX_FILE_BYTES >> 20} MiB (it grew while being read)")
+    if not data.strip():
+        raise Skipped(f"empty file ({len(data)} bytes{' of white space' if data else ''})")
+    for magic, name in _COMPRESSED:
+        if data.startswith(magic):
+            raise Skipped(f"compressed ({name}): decompress it first")
+    nul = data.rstrip(b"\0").find(b"\0", 0, 65536)  # trailing NULs: a crash left a hole; text before it is fine
+    if nul != -1:
+        raise Skipped(f"binary data (a NUL byte at offset {nul}), not a text benchmark output")
+    return data, st
+
+
+def _unreadable(path: Path, exc: OSError) -> str:
+    what = exc.strerror or str(exc)
+    if exc.errno == errno.ELOOP:
+        return f"unreadable: a symbolic link loop ({what})"
+    if os.path.islink(path) and not os.path.exists(path):
+        try:
+            target = printable(os.readlink(path))
+        except OSError:
+            target = "?"
+        return f"unreadable: a symbolic link to {target!r}, which does not resolve ({what})"
+    return f"unreadable: {what}"
+
+
+def _file_type(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a folder")):
+        if test(mode):
+            return name
+    return "not a plain file"
+
+
+@contextmanager
+def _time_budget(seconds: float) -> Iterator[None]:
+    """Raise _ParseTimeout in the main thread after `seconds` (regex matching is interruptible)."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def expired(signum, frame):
+        raise _ParseTimeout
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def parse_bounded(text: str) -> tuple[str | None, list[Result]]:
+    """`parse_file` within MAX_PARSE_SECONDS; any failure becomes `Skipped` with where and why."""
+    try:
+        with _time_budget(MAX_PARSE_SECONDS):
+            return parse_file(text)
+    except _ParseTimeout:
+        raise Skipped(f"parsing took longer than {MAX_PARSE_SECONDS} s (pathological content?)") from None
+    except TooManyResults as exc:
+        raise Skipped(str(exc)) from None
+    except (ValueError, ArithmeticError) as exc:  # a number the parser cannot read: '1.2.3', 10^5000 digits
+        raise Skipped(f"unparsable number{_line_of(text, exc)}: {_short_message(exc)}") from None
+    except RecursionError:
+        raise Skipped("the parser gave up: nesting too deep") from None
+    except MemoryError:
+        raise Skipped("the parser ran out of memory on this file") from None
+    except Exception as exc:  # a parser bug must not lose the neighbours: name it, skip the file
+        raise Skipped(f"the parser failed ({type(exc).__name__}: {_short_message(exc)})") from None
+
+
+def _short_message(exc: BaseException) -> str:
+    text = printable(str(exc))
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+def _line_of(text: str, exc: BaseException) -> str:
+    """' (line 47)' for the first line holding the value a ValueError quotes, else ''."""
+    m = re.search(r"'([^']{1,200})'\s*$", str(exc))
+    if not m:
+        return ""
+    at = text.find(m.group(1))
+    return f" (line {text.count(chr(10), 0, at) + 1})" if at != -1 else ""
 
 
 # ---------------------------------------------------------------- storing
 
 def import_paths(store: Store, paths: Iterable[str], tags: dict | None = None, name_pattern: str | None = None,
-                 campaign: str | None = None, on_file: Callable[[FileReport], None] | None = None) -> ImportReport:
-    rx = name_pattern_regex(name_pattern) if name_pattern else None
+                 campaign: str | None = None, on_file: Callable[[FileReport], None] | None = None,
+                 rpeak_node_gflops: float | None = None) -> ImportReport:
+    return import_files(store, expand_paths(paths), tags, name_pattern, campaign, on_file, rpeak_node_gflops)
+
+
+def import_files(store: Store, files: Iterable[Path], tags: dict | None = None, name_pattern: str | None = None,
+                 campaign: str | None = None, on_file: Callable[[FileReport], None] | None = None,
+                 rpeak_node_gflops: float | None = None) -> ImportReport:
+    """Import each file in its own transaction: a bad file is skipped (with its reason in the
+    report), the others are stored. A database that fails (locked, full, corrupted) stops the
+    import with `EnvironmentProblem`; the files before it stay stored."""
+    rx = name_pattern_regex(printable(name_pattern)) if name_pattern else None
+    tags = {printable(str(k)): printable(v) if isinstance(v, str) else v for k, v in (tags or {}).items()}
+    campaign = printable(campaign) if campaign else None
     report = ImportReport()
-    with store.batch():
-        for path in expand_paths(paths):
-            rep = import_file(store, path, tags or {}, rx, campaign)
-            report.files.append(rep)
-            if on_file:
-                on_file(rep)
+    for path in files:
+        rep = import_file(store, path, tags, rx, campaign, rpeak_node_gflops)
+        report.files.append(rep)
+        if on_file:
+            on_file(rep)
     return report
 
 
-def import_file(store: Store, path: Path, tags: dict, rx: re.Pattern | None, campaign: str | None) -> FileReport:
-    if path.stat().st_size > MAX_FILE_BYTES:
-        return FileReport(str(path), None, note=f"skipped: larger than {MAX_FILE_BYTES >> 20} MiB")
-    data = path.read_bytes()
-    text = data.decode(errors="replace")
-    kind, results = parse_file(text)
-    rep = FileReport(str(path), kind)
+def import_file(store: Store, path: Path, tags: dict, rx: re.Pattern | None, campaign: str | None,
+                rpeak_node_gflops: float | None = None) -> FileReport:
+    shown = printable(str(path))
+    try:
+        data, st = read_output(path)
+        kind, results = parse_bounded(data.decode("utf-8", errors="replace"))
+    except Skipped as exc:
+        return FileReport(shown, None, skipped=str(exc))
+    rep = FileReport(shown, kind)
     if kind is None:
         rep.note = "not a recognised benchmark output (HPL, HPCC, HPCG, IMB, OSU, STREAM)"
         return rep
     if not results:
         rep.note = SKIP_NOTES.get(kind, "no results found in the file")
         return rep
+    if problem := _too_much(results, len(data)):
+        rep.skipped = problem
+        return rep
     digest = hashlib.sha256(data).hexdigest()
-    from_name = fields_from_name(path.name, rx)
-    for index, result in enumerate(results):
-        content_hash = f"{digest}:{index}"
-        run_id = f"import-{result.benchmark}-{hashlib.sha256(content_hash.encode()).hexdigest()[:12]}"
-        stated = result.params
-        params = from_name | stated  # what the output states wins over the file name
-        conflicts = {k: v for k, v in from_name.items() if k in stated and str(stated[k]) != str(v)}
-        facts = result.outcome.facts | {"source_file": str(path.resolve()), "result_index": index,
-                                        "from_file_name": from_name, "stated_start": result.started_at,
-                                        "file_mtime": datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat()}
-        if conflicts:
-            facts["file_name_conflicts"] = conflicts
-        record = RunRecord(id=run_id, benchmark=result.benchmark, params=params, campaign=campaign,
-                           tags=dict(tags), source="import", content_hash=content_hash,
-                           workdir=str(path.parent.resolve()))
-        stored = store.add_imported_run(
-            record, result.outcome.valid, "; ".join(result.outcome.reasons) or None, result.outcome.metrics,
-            facts, path.name, data, _iso(result.started_at), _iso(result.ended_at), result.duration_s)
-        if stored:
-            rep.stored += 1
-            rep.invalid += 0 if result.outcome.valid else 1
-        else:
-            rep.duplicates += 1
+    name = printable(path.name)
+    source = printable(os.path.realpath(path))
+    from_name = fields_from_name(name, rx)
+    mtime = datetime.fromtimestamp(st.st_mtime, UTC).isoformat()
+    try:
+        with store.batch(every=len(results) + 1):  # one transaction per file: all of it or nothing
+            for index, result in enumerate(results):
+                stored = _store_result(store, result, index, digest, from_name, tags, campaign, source, name,
+                                       mtime, data, rpeak_node_gflops)
+                rep.stored += 1 if stored else 0
+                rep.duplicates += 0 if stored else 1
+                if stored and not result.outcome.valid:
+                    rep.invalid += 1
+                    for reason in result.outcome.reasons:
+                        if reason not in rep.invalid_reasons and len(rep.invalid_reasons) < 10:
+                            rep.invalid_reasons.append(reason)
+    except (sqlite3.IntegrityError, sqlite3.DataError, sqlite3.ProgrammingError, sqlite3.InterfaceError,
+            ValueError, OverflowError, TypeError) as exc:  # this file's values, not the database, are at fault
+        return FileReport(shown, kind, skipped=f"the database refused a value of it ({_short_message(exc)})")
+    except sqlite3.DatabaseError as exc:  # locked, full, read-only, corrupted: every next file would fail too
+        problem = explain(exc, store.path) or EnvironmentProblem(f"the database failed: {exc}", where=str(store.path))
+        problem.hint = (f"{problem.hint}; " if problem.hint else "") + (
+            f"the files before {shown} are stored: once fixed, run the same import again (it stores only what "
+            "is missing)")
+        raise problem from exc
     return rep
+
+
+def _too_much(results: list[Result], size: int) -> str | None:
+    if len(results) > MAX_RESULTS_PER_FILE:
+        return f"{len(results):,} results in one file, more than the limit of {MAX_RESULTS_PER_FILE:,}"
+    metrics = sum(len(r.outcome.metrics) for r in results)
+    if metrics > MAX_METRICS_PER_FILE:
+        return f"{metrics:,} metric values in one file, more than the limit of {MAX_METRICS_PER_FILE:,}"
+    copies = len(results) * (size if size <= MAX_BLOB_BYTES else 0)
+    if copies > MAX_COPY_BYTES:
+        return (f"{len(results):,} results would each keep a copy of this {size / 2**20:.1f} MiB file "
+                f"({copies / 2**20:,.0f} MiB, more than the limit of {MAX_COPY_BYTES >> 20} MiB per file)")
+    return None
+
+
+def _store_result(store: Store, result: Result, index: int, digest: str, from_name: dict, tags: dict,
+                  campaign: str | None, source: str, name: str, mtime: str, data: bytes,
+                  rpeak_node_gflops: float | None) -> bool:
+    content_hash = f"{digest}:{index}"
+    run_id = f"import-{result.benchmark}-{hashlib.sha256(content_hash.encode()).hexdigest()[:12]}"
+    stated = result.params
+    params = from_name | stated  # what the output states wins over the file name
+    conflicts = {k: v for k, v in from_name.items() if k in stated and str(stated[k]) != str(v)}
+    if rpeak_node_gflops and result.benchmark in ("hpl", "hpcc"):
+        nodes, counted = _node_count(params, tags)
+        check_rpeak(result.outcome, rpeak_node_gflops * nodes,
+                    f"{nodes} node(s) ({counted}) x {rpeak_node_gflops:g} Gflop/s given with --rpeak-node")
+    facts = result.outcome.facts | {"source_file": source, "result_index": index, "from_file_name": from_name,
+                                    "stated_start": result.started_at, "file_mtime": mtime}
+    if conflicts:
+        facts["file_name_conflicts"] = conflicts
+    record = RunRecord(id=run_id, benchmark=result.benchmark, params=params, campaign=campaign,
+                       tags=dict(tags), source="import", content_hash=content_hash,
+                       workdir=printable(os.path.dirname(source)))
+    return store.add_imported_run(
+        record, result.outcome.valid, "; ".join(result.outcome.reasons) or None, result.outcome.metrics,
+        facts, name, data, _iso(result.started_at), _iso(result.ended_at), result.duration_s)
+
+
+def _node_count(params: dict, tags: dict) -> tuple[int, str]:
+    """Nodes a result ran on, for the Rpeak bound: stated, else an upper bound (one rank per node)."""
+    for source, key, what in ((params, "nodes", "from the file name"), (tags, "nodes", "from --tag"),
+                              (params, "hosts", "hosts stated"), (params, "ranks", "at most one per rank")):
+        value = source.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value, what
+    return 1, "unknown, 1 assumed"
 
 
 def _iso(stamp: str | None) -> str | None:
