@@ -147,8 +147,10 @@ def test_hpcg_refuses_bad_dimensions():
     assert out.returncode == 2 and "more than 8 x" in out.stderr
 
 
-def test_missing_binary_says_how_to_get_it(monkeypatch):
-    out = cli("bench", "osu", "-p", "test=bw", env={"PATH": "/usr/bin:/bin", "CLUSTERBENCH_PATH": ""})
+def test_missing_binary_says_how_to_get_it(monkeypatch, tmp_path):
+    # an empty build cache: builds the user (or another test) registered would be found
+    out = cli("bench", "osu", "-p", "test=bw", env={"PATH": "/usr/bin:/bin", "CLUSTERBENCH_PATH": "",
+                                                    "CLUSTERBENCH_CACHE": str(tmp_path / "cache")})
     assert out.returncode == 2 and "osu_bw not found" in out.stderr and "CLUSTERBENCH_PATH" in out.stderr
 
 
