@@ -6,12 +6,20 @@ polled every `poll_s` seconds with squeue, and a job that left it is read with s
 (state, exit code, elapsed time, nodes) and its run parsed and stored. Ctrl-C or SIGTERM
 cancels every job of the campaign still queued or running (scancel) and marks their runs
 interrupted, so the next `campaign run` submits them again and skips the finished ones.
+
+Each job's id is kept in its run directory (slurm_job.json). After kill -9 of clusterbench its
+jobs stay in the queue; the next `campaign run` (which holds the campaign's lock, engine.py)
+cancels those still queued or running before it submits their runs again (`settle_job`), so a
+run never runs twice.
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from clusterbench.campaign.expand import PlannedRun
 from clusterbench.launch import slurm
@@ -21,6 +29,8 @@ from clusterbench.store.db import Store
 from clusterbench.suite.executor import RunResult, Started, finish, interrupted, start
 
 TIMEOUT_STATES = {"TIMEOUT", "DEADLINE"}
+JOB_RECORD = "slurm_job.json"
+SETTLE_WAIT_S = 60.0  # how long a resume waits for a cancelled job to leave the queue
 
 
 def run_jobs(store: Store, pending: list[PlannedRun], system_id: str | None, site: Site,
@@ -74,7 +84,33 @@ def _submit(store: Store, run: PlannedRun, system_id: str | None, site: Site) ->
     except BaseException:
         interrupted(store, started, "sbatch failed")
         raise
+    try:
+        (started.workdir / JOB_RECORD).write_text(json.dumps({"job_id": job.job_id}))
+    except OSError:  # a full disk: the job runs; the next finish() sees the disk and stops the campaign
+        pass
     return started, job
+
+
+def settle_job(workdir: Path) -> str | None:
+    """For a run left 'running' by a dead runner that had submitted it to Slurm: cancel its job if
+    it is still queued or running, wait until it left the queue, and say so. None when the run was
+    no Slurm job."""
+    try:
+        job_id = str(json.loads((workdir / JOB_RECORD).read_text())["job_id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    died = "interrupted: the clusterbench process following it ended without finishing it"
+    try:
+        active = slurm.active_states([job_id])
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"{died}; Slurm job {job_id} could not be checked ({exc}): cancel it by hand if it still runs"
+    if not active:
+        return f"{died}; Slurm job {job_id} had already ended"
+    slurm.cancel([job_id])
+    deadline = time.monotonic() + SETTLE_WAIT_S
+    while time.monotonic() < deadline and slurm.active_states([job_id]):
+        time.sleep(1.0)
+    return f"{died}; Slurm job {job_id} was still queued or running and was cancelled on resume"
 
 
 def _collect(store: Store, run: PlannedRun, started: Started, job: slurm.Submitted) -> RunResult:

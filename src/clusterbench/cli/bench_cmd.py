@@ -53,8 +53,6 @@ def bench(
     from clusterbench.campaign.expand import expand
     from clusterbench.campaign.spec import BenchmarkBlock, Campaign, CampaignError
     from clusterbench.errors import UserInputError
-    from clusterbench.launch.process import signals_as_interrupt
-    from clusterbench.suite.executor import execute, new_run_id
     from clusterbench.system.discover import discover
 
     params = parse_assignments(param or [])
@@ -68,6 +66,33 @@ def bench(
     except ValueError as exc:  # pydantic: a bad --timeout
         raise UserInputError(f"--timeout: {exc.errors()[0]['msg'] if hasattr(exc, 'errors') else exc}") from None
     tags = parse_assignments(tag or [], "--tag", "system=pi4-cluster")
+    try:
+        results = _run_points(name, runs, info, tags, as_json)
+    except Exception as exc:  # a full disk outside a run (opening or writing the store)
+        from clusterbench.store.db import default_db_path
+        from clusterbench.suite.executor import disk_full, disk_full_error
+
+        if not disk_full(exc):
+            raise
+        raise disk_full_error(default_db_path(), exc, "while writing the store", None, None) from None
+    if as_json:
+        print(json.dumps([{"id": r.id, "status": r.status, "valid": r.valid, "reason": r.reason,
+                           "duration_s": r.duration_s, "workdir": str(r.workdir), "facts": r.outcome.facts,
+                           "metrics": [m.__dict__ for m in r.outcome.metrics]} for r in results],
+                         indent=2, default=str))
+        return
+    for r in results:
+        print_metrics(r)
+
+
+def _run_points(name: str, runs, info, tags: dict, as_json: bool) -> list:
+    """Each run of the point, stored. A bench run needs no campaign lock: its id is
+    `<UTC time>-<benchmark>-<6 hex>` (executor.new_run_id), which never has a campaign run's form
+    `<campaign>-<benchmark>-<12 hex>-r<repeat>`, so it cannot take a campaign's run directory; and
+    executor.start refuses to replace a directory whose run is finished or still running."""
+    from clusterbench.launch.process import signals_as_interrupt
+    from clusterbench.suite.executor import execute, new_run_id
+
     results = []
     with open_store() as store, signals_as_interrupt():
         store.save_system(info.fingerprint(), info.topology.hostname, info.fingerprint_facts(), info.to_dict())
@@ -81,15 +106,7 @@ def bench(
                     err_console.print("[yellow]interrupted[/]: the run in flight is stored as interrupted")
                     raise typer.Exit(130) from None
             results.append(result)
-    if as_json:
-        print(json.dumps([{"id": r.id, "status": r.status, "valid": r.valid, "reason": r.reason,
-                           "duration_s": r.duration_s, "workdir": str(r.workdir), "facts": r.outcome.facts,
-                           "metrics": [m.__dict__ for m in r.outcome.metrics]} for r in results],
-                         indent=2, default=str))
-        return
-    for r in results:
-        print_metrics(r)
-
+    return results
 
 
 def print_metrics(result) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated
 
@@ -20,10 +21,13 @@ app.add_typer(campaign_app, name="campaign")
 FileArg = Annotated[Path, typer.Argument(help="Campaign file (YAML, see docs/campaigns.md).")]
 
 
-def load_runs(path: Path, preflight: bool = False, force: bool = False, quiet: bool = False):
+def load_runs(path: Path, preflight: bool = False, force: bool = False, quiet: bool = False,
+              lock: ExitStack | None = None):
     """Parse, validate and expand a campaign; errors exit with code 2. A campaign with a
     cluster: section is planned for its compute nodes (facts gathered over ssh), and with
-    `preflight` the nodes are checked first: inconsistencies stop it (exit 1) unless `force`."""
+    `preflight` the nodes are checked first: inconsistencies stop it (exit 1) unless `force`.
+    With `lock`, the campaign's lock is taken into it as soon as the name is known (before the
+    slow steps), so a second runner of the same campaign stops at once (exit 1)."""
     from clusterbench.campaign.expand import expand
     from clusterbench.campaign.spec import CampaignError, load_campaign
     from clusterbench.campaign.where import site_from_section, system_from_facts
@@ -32,6 +36,11 @@ def load_runs(path: Path, preflight: bool = False, force: bool = False, quiet: b
     from clusterbench.system.discover import discover
 
     campaign, source = load_campaign(path)
+    if lock is not None:
+        from clusterbench.campaign.engine import campaign_lock
+        from clusterbench.store.db import default_db_path
+
+        lock.enter_context(campaign_lock(default_db_path(), campaign.name, strict=False))
     info = discover()
     try:
         site = site_from_section(campaign.cluster)
@@ -157,6 +166,10 @@ class ProgressReporter:
     def waiting(self, seconds, reason) -> None:
         self.progress.update(self.task, description=f"waiting {_fmt(seconds)} ({reason})")
 
+    def notice(self, text) -> None:
+        if not self.quiet:
+            self.progress.console.print(f"[yellow]resumed[/] {escape(text)}")
+
 
 @campaign_app.command("run")
 def campaign_run(
@@ -171,12 +184,35 @@ def campaign_run(
         "--force", help="Start a multi-node campaign even when the preflight finds inconsistent nodes.")] = False,
 ) -> None:
     """Run a campaign; run it again to continue after an interruption (finished runs are kept).
-    A campaign over several nodes checks them first (clusterbench cluster check)."""
-    from clusterbench.campaign.engine import run_campaign
+    A campaign over several nodes checks them first (clusterbench cluster check). One runner at a
+    time per campaign and database: a second one stops at once (exit code 1) naming the first."""
     from clusterbench.units import parse_duration
 
     spread_s = parse_duration(spread, "--spread") if spread else None
-    campaign, runs, info, site = load_runs(file, preflight=True, force=force, quiet=as_json)
+    with ExitStack() as lock:
+        campaign, runs, info, site = load_runs(file, preflight=True, force=force, quiet=as_json, lock=lock)
+        try:
+            outcome = _run(file, campaign, runs, info, site, spread_s, retry_failed, as_json)
+        except Exception as exc:  # a full disk outside a run (opening or writing the store)
+            from clusterbench.store.db import default_db_path
+            from clusterbench.suite.executor import disk_full, disk_full_error
+
+            if not disk_full(exc):
+                raise
+            raise disk_full_error(default_db_path(), exc, "while writing the store", None, None) from None
+    counts = {s: outcome.count(s) for s in ("ok", "invalid", "failed", "timeout")}
+    if as_json:
+        print(json.dumps({"campaign": campaign.name, "runs": outcome.total, "skipped": outcome.skipped,
+                          "executed": len(outcome.results), **counts, "settled": outcome.settled}, indent=2))
+        return
+    console.print(f"campaign [bold]{escape(campaign.name)}[/]: {outcome.total} runs, {outcome.skipped} already "
+                  f"stored, {len(outcome.results)} executed: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+    console.print(f"statistics: clusterbench results --campaign {escape(campaign.name)} --stat mean,std,cv")
+
+
+def _run(file, campaign, runs, info, site, spread_s, retry_failed, as_json):
+    from clusterbench.campaign.engine import run_campaign
+
     with open_store() as store:
         store.save_system(info.fingerprint(), info.topology.hostname, info.fingerprint_facts(), info.to_dict())
         store.save_campaign(campaign.name, str(file), file.read_text(), campaign.description)
@@ -184,21 +220,13 @@ def campaign_run(
                       TextColumn("{task.fields[eta]}"), console=console, disable=as_json) as progress:
             reporter = ProgressReporter(progress, as_json)
             try:
-                outcome = run_campaign(store, runs, info.fingerprint(), reporter, spread_s, retry_failed, site)
+                return run_campaign(store, runs, info.fingerprint(), reporter, spread_s, retry_failed, site)
             except KeyboardInterrupt:
                 progress.stop()
                 err_console.print(f"[yellow]interrupted[/]: {reporter.finished} run(s) finished in this session "
                                   "are stored; the run in flight is marked interrupted. Run the same command "
                                   "again to continue.")
                 raise typer.Exit(130) from None
-    counts = {s: outcome.count(s) for s in ("ok", "invalid", "failed", "timeout")}
-    if as_json:
-        print(json.dumps({"campaign": campaign.name, "runs": outcome.total, "skipped": outcome.skipped,
-                          "executed": len(outcome.results), **counts}, indent=2))
-        return
-    console.print(f"campaign [bold]{escape(campaign.name)}[/]: {outcome.total} runs, {outcome.skipped} already "
-                  f"stored, {len(outcome.results)} executed: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
-    console.print(f"statistics: clusterbench results --campaign {escape(campaign.name)} --stat mean,std,cv")
 
 
 @campaign_app.command("list")

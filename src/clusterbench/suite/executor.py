@@ -3,14 +3,23 @@
 The run row exists ('running') before the process starts; status, metrics and raw outputs
 are written in one transaction when it ends. A timeout, a crash or Ctrl-C still ends in a
 stored row saying what happened, and the run directory keeps every file.
+
+The command runs under a supervisor (launch/supervise.py) recorded in the run directory
+(supervisor.json): when clusterbench dies, even by kill -9, the supervisor kills the run's
+processes, and `settle` tells a resumed campaign whether they are gone. A full disk (ENOSPC,
+SQLite "database or disk is full", or less than `MIN_FREE_BYTES` left after a run) raises
+`DiskFull`: the run is marked interrupted with the reason if the store can still be written.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shlex
 import shutil
+import sqlite3
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,11 +29,20 @@ from pathlib import Path
 from clusterbench.bench.base import Benchmark
 from clusterbench.bench.metrics import Metric, Outcome
 from clusterbench.build import registry
-from clusterbench.launch import libtrace
+from clusterbench.errors import EnvironmentProblem
+from clusterbench.launch import libtrace, supervise
 from clusterbench.launch.process import ProcessResult, run_process
 from clusterbench.launch.site import LOCAL, Site
 from clusterbench.store.db import RunRecord, Store, relevant_env
 from clusterbench.system import power
+
+FINISHED_STATUSES = ("ok", "invalid", "failed", "timeout")
+MIN_FREE_BYTES = 1 << 20  # a file system with less than this left is full: no run starts or is trusted there
+SETTLE_WAIT_S = 5.0  # how long a resumed campaign waits for a dead runner's supervisor to finish its kill
+
+
+class DiskFull(EnvironmentProblem):
+    """No space left for the outputs or the store: the campaign stops (exit code 1)."""
 
 
 @dataclass
@@ -67,6 +85,29 @@ def start(store: Store, bench: Benchmark, system_id: str | None, run_id: str | N
     environment (campaign `env:`); `site` says where it runs (hosts, launcher)."""
     run_id = run_id or new_run_id(bench.name)
     workdir = store.runs_dir / run_id
+    check_space(store, f"before starting run {run_id}")
+    previous = store.run(run_id)
+    if previous is not None and previous["status"] in FINISHED_STATUSES:  # never delete a result
+        raise EnvironmentProblem(f"run {run_id} is already stored as {previous['status']}: not running it again",
+                                 hint="another clusterbench finished it meanwhile; run the command again to "
+                                      "continue with the runs still pending")
+    record = supervise.read_record(workdir / supervise.RECORD)
+    if record and supervise.record_alive(record):
+        raise EnvironmentProblem(f"run {run_id} is still running (supervisor PID {record['pid']} on "
+                                 f"{record['host']}): not starting it twice",
+                                 hint="wait for it to end or stop it, then run the command again")
+    try:
+        return _start(store, bench, system_id, run_id, workdir, campaign, repeat, tags, nodes, params, extra_env,
+                      site)
+    except Exception as exc:
+        if disk_full(exc):
+            raise _disk_full(store, run_id, workdir, exc, "while preparing it") from None
+        raise
+
+
+def _start(store: Store, bench: Benchmark, system_id: str | None, run_id: str, workdir: Path, campaign: str | None,
+           repeat: int, tags: dict | None, nodes: str | None, params: dict | None, extra_env: dict[str, str] | None,
+           site: Site) -> Started:
     if workdir.exists():  # a previous, unfinished attempt: start clean
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
@@ -82,7 +123,10 @@ def start(store: Store, bench: Benchmark, system_id: str | None, run_id: str | N
         launcher=bench.launcher(), system_id=system_id,
         nodes=bench.site.node_names(bench.node_count()) or nodes or os.uname().nodename, tags=tags or {})
     (workdir / "run.json").write_text(json.dumps(record.__dict__, indent=2, default=str))
-    store.begin_run(record)
+    try:
+        store.begin_run(record)
+    except sqlite3.IntegrityError as exc:  # finished by someone else since the check above
+        raise EnvironmentProblem(f"run {run_id}: {exc}") from None
     artifacts = [workdir / name for name in bench.artifacts]
     if bench.uses_blas:
         artifacts.append(workdir / "libraries.txt")
@@ -90,7 +134,12 @@ def start(store: Store, bench: Benchmark, system_id: str | None, run_id: str | N
 
 
 def interrupted(store: Store, run: Started, reason: str = "interrupted by the user or a signal") -> None:
-    store.finish_run(run.id, "interrupted", False, reason, None, None, [], run.artifacts)
+    try:
+        store.finish_run(run.id, "interrupted", False, reason, None, None, [], run.artifacts)
+    except Exception as exc:
+        if disk_full(exc):  # the store cannot be written: the next `campaign run` marks it
+            raise _disk_full(store, run.id, run.workdir, exc, "while marking it interrupted") from None
+        raise
 
 
 def execute(store: Store, bench: Benchmark, system_id: str | None, run_id: str | None = None,
@@ -109,8 +158,11 @@ def execute(store: Store, bench: Benchmark, system_id: str | None, run_id: str |
     try:
         if power_meter:
             power_meter.start()
-        proc = run_process(run.command, run.workdir, run.env, timeout_s, on_tick)
-    except BaseException:
+        proc = run_process(run.command, run.workdir, run.env, timeout_s, on_tick,
+                           record=run.workdir / supervise.RECORD)
+    except BaseException as exc:
+        if disk_full(exc):
+            raise _disk_full(store, run.id, run.workdir, exc, "while starting its command") from None
         interrupted(store, run)
         raise
     reading = power_meter.stop() if power_meter else None
@@ -120,41 +172,207 @@ def execute(store: Store, bench: Benchmark, system_id: str | None, run_id: str |
 def finish(store: Store, run: Started, proc: ProcessResult, timeout_s: float | None,
            nodes: str | None = None, launcher: dict | None = None,
            power_reading: power.PowerReading | None = None) -> RunResult:
-    """Parse the outputs, decide the status and store everything in one transaction."""
+    """Parse the outputs, decide the status and store everything in one transaction. On a full
+    disk the run is marked interrupted (its outputs may be cut short) and `DiskFull` raised."""
+    if free_bytes(run.workdir) < MIN_FREE_BYTES:
+        raise _disk_full(store, run.id, run.workdir, None, "when its command ended")
     bench, workdir, record = run.bench, run.workdir, run.record
-    outcome = bench.parse(workdir)
-    built = registry.provenance(str(bench.binary)) if getattr(bench, "binary", None) else None
-    if built:  # clusterbench built it: which source, version, MPI, BLAS link and flags made it
-        outcome.facts["binary_provenance"] = built
-    if power_reading:  # valid with the run: an invalid run's power is not an efficiency figure
-        labels = {"source": power_reading.source, "seconds": round(power_reading.seconds, 3)}
-        outcome.metrics += [Metric("power_w", power_reading.watts, "W", False, labels, outcome.valid),
-                            Metric("energy_j", power_reading.joules, "J", False, labels, outcome.valid)]
-    if bench.uses_blas:
-        _check_blas(bench, libtrace.collect(workdir), outcome)
-    if proc.timed_out:
-        limit = f"the {timeout_s:.0f} s timeout" if timeout_s else "its time limit"
-        status, reason = "timeout", f"killed after {limit}"
-        outcome.invalidate(reason)
-    elif proc.exit_code != 0:
-        status, reason = "failed", f"exit code {proc.exit_code}: {_stderr_tail(workdir)}"
-        outcome.invalidate(reason)
-    else:
-        status = "ok" if outcome.valid else "invalid"
-        reason = "; ".join(outcome.reasons) or None
-    if status in ("timeout", "failed"):  # partial output of a broken run is never a result
-        for m in outcome.metrics:
-            m.valid = False
-    store.finish_run(run.id, status, outcome.valid, reason if not outcome.valid else None,
-                     proc.exit_code, proc.duration_s, outcome.metrics, run.artifacts, outcome.facts,
-                     nodes=nodes, launcher=launcher)
-    (workdir / "run.json").write_text(json.dumps(
-        record.__dict__ | {"status": status, "valid": outcome.valid, "reason": reason,
-                           "duration_s": proc.duration_s, "facts": outcome.facts,
-                           "nodes": nodes or record.nodes, "launcher": launcher or record.launcher},
-        indent=2, default=str))
+    try:
+        outcome = bench.parse(workdir)
+        built = registry.provenance(str(bench.binary)) if getattr(bench, "binary", None) else None
+        if built:  # clusterbench built it: which source, version, MPI, BLAS link and flags made it
+            outcome.facts["binary_provenance"] = built
+        if power_reading:  # valid with the run: an invalid run's power is not an efficiency figure
+            labels = {"source": power_reading.source, "seconds": round(power_reading.seconds, 3)}
+            outcome.metrics += [Metric("power_w", power_reading.watts, "W", False, labels, outcome.valid),
+                                Metric("energy_j", power_reading.joules, "J", False, labels, outcome.valid)]
+        if bench.uses_blas:
+            _check_blas(bench, libtrace.collect(workdir), outcome)
+        if proc.timed_out:
+            limit = f"the {timeout_s:.0f} s timeout" if timeout_s else "its time limit"
+            status, reason = "timeout", f"killed after {limit}"
+            outcome.invalidate(reason)
+        elif proc.exit_code != 0:
+            status, reason = "failed", f"exit code {proc.exit_code}: {_stderr_tail(workdir)}"
+            outcome.invalidate(reason)
+        else:
+            status = "ok" if outcome.valid else "invalid"
+            reason = "; ".join(outcome.reasons) or None
+        if status in ("timeout", "failed"):  # partial output of a broken run is never a result
+            for m in outcome.metrics:
+                m.valid = False
+        store.finish_run(run.id, status, outcome.valid, reason if not outcome.valid else None,
+                         proc.exit_code, proc.duration_s, outcome.metrics, run.artifacts, outcome.facts,
+                         nodes=nodes, launcher=launcher)
+    except Exception as exc:
+        if disk_full(exc):
+            raise _disk_full(store, run.id, workdir, exc, "while storing its results") from None
+        raise
+    try:
+        (workdir / "run.json").write_text(json.dumps(
+            record.__dict__ | {"status": status, "valid": outcome.valid, "reason": reason,
+                               "duration_s": proc.duration_s, "facts": outcome.facts,
+                               "nodes": nodes or record.nodes, "launcher": launcher or record.launcher},
+            indent=2, default=str))
+    except OSError as exc:
+        if disk_full(exc):  # the result is stored; only its copy in run.json is stale
+            raise _disk_full(store, run.id, workdir, exc, f"while writing run.json (the run is stored as {status})",
+                             mark=False) from None
+        raise
     return RunResult(run.id, status, outcome.valid, reason, proc.duration_s, workdir, outcome,
                      record.benchmark, record.params)
+
+
+# ---------------------------------------------------------------- full disk
+
+
+def disk_full(exc: BaseException | None) -> bool:
+    """ENOSPC/EDQUOT, or SQLite's "database or disk is full", anywhere in the exception's chain
+    (a failed ROLLBACK after SQLite rolled back by itself hides the first error in __context__)."""
+    if isinstance(exc, EnvironmentProblem):  # already explained (a DiskFull raised `from None`)
+        return False
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if isinstance(exc, sqlite3.Error) and (getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+                                               or "disk is full" in str(exc)):
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
+def free_bytes(path: Path) -> int:
+    """Bytes an unprivileged user can still write on the file system of `path` (or its nearest
+    existing parent); a very large number when it cannot be told."""
+    path = Path(path)
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return 1 << 62
+    if st.f_blocks == 0:  # a file system that reports no size (some FUSE and network ones)
+        return 1 << 62
+    return st.f_bavail * st.f_frsize
+
+
+def _mount_point(path: Path) -> Path:
+    path = Path(os.path.abspath(path))
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    while not os.path.ismount(path) and path != path.parent:
+        path = path.parent
+    return path
+
+
+def describe_filesystem(path: Path) -> str:
+    """'/mnt/scratch (tmpfs, 0 B free of 2.0 MiB)': where the space ran out."""
+    from clusterbench.units import format_bytes
+
+    mount = _mount_point(path)
+    fstype = "?"
+    try:
+        for line in Path("/proc/self/mounts").read_text().splitlines():
+            fields = line.split()
+            if len(fields) > 2 and fields[1].replace("\\040", " ") == str(mount):
+                fstype = fields[2]  # the last mount on a point is the one in effect
+    except OSError:
+        pass
+    try:
+        st = os.statvfs(mount)
+        space = f"{format_bytes(st.f_bavail * st.f_frsize)} free of {format_bytes(st.f_blocks * st.f_frsize)}"
+    except OSError:
+        space = "size unknown"
+    return f"{mount} ({fstype}, {space})"
+
+
+def _largest_files(workdir: Path, count: int = 3) -> str:
+    from clusterbench.units import format_bytes
+
+    try:
+        files = sorted(((p.stat().st_size, p) for p in workdir.rglob("*") if p.is_file()), reverse=True)[:count]
+    except OSError:
+        return ""
+    return ", ".join(f"{p.name} ({format_bytes(size)})" for size, p in files if size)
+
+
+def check_space(store: Store, doing: str) -> None:
+    """Refuse to start anything on a file system that is already full."""
+    for path in dict.fromkeys((store.runs_dir, store.path.parent)):
+        if free_bytes(path) < MIN_FREE_BYTES:
+            raise disk_full_error(path, None, doing, None, None)
+
+
+def disk_full_error(path: Path, exc: BaseException | None, doing: str, run_id: str | None,
+                     marked: bool | None) -> DiskFull:
+    fs = describe_filesystem(path)
+    detail = f": {exc}" if exc is not None else f" (less than {MIN_FREE_BYTES >> 20} MiB left)"
+    what = f"run {run_id}: " if run_id else ""
+    message = f"disk full: {what}no space left on the file system {fs} {doing}{detail}"
+    if marked is True:
+        message += "; the run is stored as interrupted"
+    elif marked is False:
+        message += "; the run could not be marked in the store and stays 'running' until the next " \
+                   "`campaign run` marks it interrupted"
+    return DiskFull(message, hint=f"free space on {_mount_point(path)} (delete run directories or other files you "
+                                  "do not need there, or move the store with --db), then run the same command "
+                                  "again: finished runs are kept and the interrupted one is redone")
+
+
+def _disk_full(store: Store, run_id: str, workdir: Path, exc: BaseException | None, doing: str,
+               mark: bool = True) -> DiskFull:
+    """The error to raise for a full disk during run `run_id`; marks the run interrupted with the
+    reason when the store can still be written (SQLite keeps the database intact either way)."""
+    marked = None
+    if mark and _has_row(store, run_id):
+        fs = describe_filesystem(workdir)
+        reason = f"disk full: no space left on {fs} {doing}" + (f": {exc}" if exc else "")
+        try:
+            store.finish_run(run_id, "interrupted", False, reason, None, None, [])
+            marked = True
+        except Exception:  # the store is on the full disk too
+            marked = False
+    error = disk_full_error(workdir, exc, doing, run_id, marked)
+    biggest = _largest_files(workdir)
+    if biggest:
+        error.hint += f". Largest files of this run ({workdir}): {biggest}"
+    return error
+
+
+def _has_row(store: Store, run_id: str) -> bool:
+    try:
+        return store.run(run_id) is not None
+    except sqlite3.Error:
+        return True  # cannot tell: try to mark it
+
+
+# ---------------------------------------------------------------- runs left 'running'
+
+
+def settle(workdir: Path, wait_s: float = SETTLE_WAIT_S) -> str:
+    """For a run left 'running' by a clusterbench that died (kill -9, crash, power cut, full disk):
+    make sure none of its processes still runs, and say what was found (the reason to store).
+
+    Its supervisor (supervisor.json) normally killed them within a second of that death; one
+    still alive is given `wait_s` to finish, then its tree is killed from here. Never both run."""
+    died = "interrupted: the clusterbench process running it ended without finishing it"
+    record = supervise.read_record(workdir / supervise.RECORD)
+    if record is None:
+        return f"{died} (its command never started)"
+    alive = supervise.record_alive(record)
+    if alive is None:
+        return f"{died}; its supervisor (PID {record['pid']}) ran on host {record.get('host')}, not checked from here"
+    if not alive:
+        return f"{died}; its processes were gone"
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline and supervise.record_alive(record):
+        time.sleep(0.1)
+    if not supervise.record_alive(record):
+        return f"{died}; its processes ended while resuming waited for them"
+    supervise.kill_tree(record["pid"])
+    return f"{died}; its processes (supervisor PID {record['pid']}) were still running and were killed on resume"
 
 
 def _check_blas(bench: Benchmark, loaded: libtrace.LoadedLibraries, outcome: Outcome) -> None:
