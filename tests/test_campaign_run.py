@@ -34,6 +34,15 @@ def _rows(db: Path, sql: str, *args):
         con.close()
 
 
+def _running(db: Path) -> int:
+    if not db.exists():
+        return 0
+    try:
+        return _rows(db, "SELECT COUNT(*) FROM runs WHERE status = 'running'")[0][0]
+    except sqlite3.OperationalError:  # the file exists, its schema not yet: polled in that instant
+        return 0
+
+
 def _finished(db: Path) -> int:
     if not db.exists():
         return 0
@@ -125,9 +134,8 @@ def test_sigterm_marks_the_run_interrupted_and_resume_redoes_it(tmp_path, isolat
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        if isolated_db.exists() and _rows(isolated_db, "SELECT COUNT(*) FROM runs WHERE status='running'")[0][0]:
-            if _finished(isolated_db) == 1:
-                break
+        if _running(isolated_db) and _finished(isolated_db) == 1:
+            break
         time.sleep(0.1)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 130

@@ -37,6 +37,8 @@ from clusterbench.system.discover import SystemInfo
 FULL_FRACTION = 0.80
 PINGPONG_MAX_LOG2 = 22  # 4 MiB: past HPCC's 2,000,000-byte messages, quick on any node
 MIN_HPCC_BUDGET_S = 10.0
+KERNEL_SHARE = 0.4  # of the budget, at most, for the STREAM thread scaling
+STREAM_NTIMES_STEPS = (None, 6, 4, 3)  # None: the kernel's default (10), as STREAM itself
 
 
 @dataclass
@@ -97,26 +99,51 @@ def thread_counts(cores: int) -> list[int]:
     return sorted({*(2**k for k in range(cores.bit_length()) if 2**k <= cores), cores})
 
 
-def plan_kernels(system: SystemInfo) -> tuple[list[PlannedRun], list[str]]:
-    """The kernel runs of the suite, and a reason for each kernel left out."""
+def plan_kernels(system: SystemInfo, budget_s: float | None = None) -> tuple[list[PlannedRun], list[str]]:
+    """The kernel runs of the suite, and a reason for each kernel left out.
+
+    STREAM's arrays follow its rule (4 x the last-level cache), which on a node reporting a large
+    L3 makes each run long; within a `budget_s`, the STREAM runs get at most KERNEL_SHARE of it:
+    fewer repetitions first (never under 3), then none, with the reason printed."""
     cores = max(system.topology.cores_total, 1)
-    wanted = [BenchmarkBlock(benchmark="stream", space={"threads": thread_counts(cores)})]
-    skipped = []
+    skipped: list[str] = []
+    runs = _stream_runs(system, budget_s, skipped, cores)
     if cores >= 2:
-        wanted.append(BenchmarkBlock(benchmark="pingpong", params={"max_log2": PINGPONG_MAX_LOG2}))
+        runs += _kernel_runs(BenchmarkBlock(benchmark="pingpong", params={"max_log2": PINGPONG_MAX_LOG2}),
+                             system, skipped)
     else:
         skipped.append("pingpong: one core, no second rank to talk to")
-    runs: list[PlannedRun] = []
-    for block in wanted:
-        ok, why = benchmark_class(block.benchmark).available()
-        if not ok:
-            skipped.append(f"{block.benchmark}: {why}")
-            continue
-        try:
-            runs += expand(Campaign(name="run", benchmarks=[block]), None, system)
-        except CampaignError as exc:
-            skipped.append(f"{block.benchmark}: {exc.message}")
     return runs, skipped
+
+
+def _stream_runs(system: SystemInfo, budget_s: float | None, skipped: list[str], cores: int) -> list[PlannedRun]:
+    space = {"threads": thread_counts(cores)}
+    runs = _kernel_runs(BenchmarkBlock(benchmark="stream", space=space), system, skipped)
+    if not budget_s or not runs:
+        return runs
+    share = KERNEL_SHARE * budget_s
+    for ntimes in STREAM_NTIMES_STEPS:
+        fitting = runs if ntimes is None else _kernel_runs(
+            BenchmarkBlock(benchmark="stream", params={"ntimes": ntimes}, space=space), system, skipped)
+        if sum(r.estimate_s or 0 for r in fitting) <= share:
+            return fitting
+    need = sum(r.estimate_s or 0 for r in fitting)
+    skipped.append(f"stream: its arrays ({runs[0].params['n']:,} elements each, STREAM's 4 x LLC rule) need "
+                   f"about {need:.0f} s even at 3 repetitions, more than {KERNEL_SHARE:.0%} of the budget; "
+                   f"raise --budget")
+    return []
+
+
+def _kernel_runs(block: BenchmarkBlock, system: SystemInfo, skipped: list[str]) -> list[PlannedRun]:
+    ok, why = benchmark_class(block.benchmark).available()
+    if not ok:
+        skipped.append(f"{block.benchmark}: {why}")
+        return []
+    try:
+        return expand(Campaign(name="run", benchmarks=[block]), None, system)
+    except CampaignError as exc:
+        skipped.append(f"{block.benchmark}: {exc.message}")
+        return []
 
 
 def plan_suite(system: SystemInfo, store: Store, budget_s: float, full: bool = False,
@@ -136,7 +163,7 @@ def plan_suite(system: SystemInfo, store: Store, budget_s: float, full: bool = F
     available = system.memory.available_bytes if system.memory else system.memory_bytes()
     total = system.memory_bytes() or available
     memory_n = n_for_memory(total, FULL_FRACTION, nb) if total else 10 * nb
-    kernel_runs, skipped = plan_kernels(system) if kernels else ([], [])
+    kernel_runs, skipped = plan_kernels(system, None if full or n else budget_s) if kernels else ([], [])
     kernel_s = sum(r.estimate_s or 0 for r in kernel_runs)
     if n is not None:
         reason = "N given with --n"

@@ -186,6 +186,7 @@ def finish(store: Store, run: Started, proc: ProcessResult, timeout_s: float | N
             labels = {"source": power_reading.source, "seconds": round(power_reading.seconds, 3)}
             outcome.metrics += [Metric("power_w", power_reading.watts, "W", False, labels, outcome.valid),
                                 Metric("energy_j", power_reading.joules, "J", False, labels, outcome.valid)]
+        outcome.check_values()  # any benchmark's inf/nan (command, kernels): invalid, never stored as a value
         if bench.uses_blas:
             _check_blas(bench, libtrace.collect(workdir), outcome)
         if proc.timed_out:
