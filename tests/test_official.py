@@ -162,3 +162,17 @@ def test_hpcg_planner_respects_rules(dims, ranks):
     assert hpcg_dims_problem(planned) is None
     assert planned[0] * planned[1] * planned[2] * ranks * HPCG_BYTES_PER_POINT <= memory * 0.25
     assert planned[0] >= dims[0] - 8
+
+
+def test_imagemagick_stream_on_path_is_not_taken_for_stream(tmp_path, monkeypatch):
+    """Debian's ImageMagick puts /usr/bin/stream -> stream-im6.q16 on PATH."""
+    real = tmp_path / "im" / "stream-im6.q16"
+    real.parent.mkdir()
+    real.write_text("#!/bin/sh\necho ImageMagick\n")
+    real.chmod(0o755)
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "stream").symlink_to(real)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
+    monkeypatch.setenv("CLUSTERBENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("CLUSTERBENCH_PATH", raising=False)
+    assert find_binary(("stream",)) is None

@@ -10,6 +10,7 @@ The launch (ranks, threads, binding, mapping) is the same as for the built-in ke
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,13 +36,22 @@ class Found:
         return f"{self.path} ({self.how})"
 
 
+# Programs that carry a benchmark's name on PATH but are something else: Debian's ImageMagick
+# installs /usr/bin/stream (-> stream-im6.q16), which is not McCalpin's STREAM.
+IMPOSTORS = re.compile(r"^stream-im\d")
+
+
+def impostor(path: str) -> bool:
+    return bool(IMPOSTORS.match(os.path.basename(os.path.realpath(path))))
+
+
 def find_binary(names: tuple[str, ...], env_var: str | None = None, explicit: str | None = None,
                 mpi: str | None = None) -> Found | None:
     """The binary to run. With `mpi` (openmpi, mpich), one found on $CLUSTERBENCH_PATH or PATH that
     is linked to the other MPI is passed over, and only builds made with that MPI are taken."""
 
     def fits(path: str) -> bool:
-        return mpi is None or linked_mpi(path) in (mpi, None)
+        return not impostor(path) and (mpi is None or linked_mpi(path) in (mpi, None))
 
     if explicit:
         if not (os.path.isfile(explicit) and os.access(explicit, os.X_OK)):
