@@ -177,7 +177,9 @@ def hello_world(inv: Inventory, timeout_s: float = 60.0, mpi: str | None = None)
         launch = MpiLaunch(ranks=len(inv.hosts), bind_to="none", hostfile=str(hostfile), map_by="node", mpi=mpi)
         cmd = mpirun_command(launch, [str(binary)], stack)
         try:
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
+            # from "/": Hydra starts remote ranks in mpiexec's working directory, which need not
+            # exist on the nodes (a checkout under a node-private /tmp); "/" exists everywhere
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd="/",
                                  env=dict(os.environ) | {"OMP_NUM_THREADS": "1"}, check=False)
         except subprocess.TimeoutExpired:
             return [Problem("all", check, f"no answer within {timeout_s:.0f} s: {' '.join(cmd)}")]
