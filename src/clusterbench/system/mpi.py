@@ -64,7 +64,8 @@ class MpiStack:
 
 
 @lru_cache(maxsize=32)
-def _ask_version(path: str) -> tuple[str | None, str | None]:
+def ask_version(path: str) -> tuple[str | None, str | None]:
+    """(implementation, version) that `path --version` reports; cached: mpirun does not change."""
     try:
         out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10,
                              stdin=subprocess.DEVNULL)
@@ -106,7 +107,7 @@ def _stack(choice: str | None, path_env: str) -> MpiStack:
         mpirun = shutil.which("mpirun")
         if not mpirun:
             raise MissingToolError("mpirun not found on PATH", hint=_INSTALL["openmpi"])
-        implementation, version = _ask_version(mpirun)
+        implementation, version = ask_version(mpirun)
         implementation = implementation or "Open MPI"
         name = IMPLEMENTATION_NAMES.get(implementation, implementation.lower().replace(" ", ""))
         if name in _PROGRAMS:
@@ -118,10 +119,10 @@ def _stack(choice: str | None, path_env: str) -> MpiStack:
         raise UserInputError(f"unknown mpi {choice!r}", hint="one of " + ", ".join(MPI_CHOICES))
     wanted = "Open MPI" if choice == "openmpi" else "MPICH"
     mpirun = next((path for path in map(shutil.which, _PROGRAMS[choice]["mpirun"])
-                   if path and _ask_version(path)[0] == wanted), None)
+                   if path and ask_version(path)[0] == wanted), None)
     if not mpirun:
         raise MissingToolError(f"mpi: {choice}: no {wanted} mpirun found on PATH", hint=_INSTALL[choice])
-    return MpiStack(choice, wanted, _ask_version(mpirun)[1], mpirun,
+    return MpiStack(choice, wanted, ask_version(mpirun)[1], mpirun,
                     _compiler(choice, "mpicc"), _compiler(choice, "mpicxx"))
 
 

@@ -97,14 +97,11 @@ def parse_mpirun_version(text: str) -> tuple[str | None, str | None]:
 
 
 def detect_mpi() -> MpiInfo:
+    """The MPI a plain `mpirun` starts (asked once per process, with the MPI choice's own cache)."""
+    from clusterbench.system.mpi import ask_version
+
     mpirun = shutil.which("mpirun")
-    impl = version = None
-    if mpirun:
-        try:
-            out = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=10)
-            impl, version = parse_mpirun_version(out.stdout + out.stderr)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
+    impl, version = ask_version(mpirun) if mpirun else (None, None)
     return MpiInfo(impl, version, mpirun, shutil.which("mpicc"))
 
 
