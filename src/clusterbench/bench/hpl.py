@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusterbench.bench.hpcc import HplFamily
 from clusterbench.bench.hpl_output import hpl_outcome
 from clusterbench.bench.metrics import Outcome
+from clusterbench.bench.official import find_binary
 from clusterbench.bench.placement import available_rpeak, placement_fields
 from clusterbench.build import registry
 from clusterbench.errors import MissingToolError
@@ -17,24 +17,17 @@ from clusterbench.plan.budget import DEFAULT_EFFICIENCY, STARTUP_S
 from clusterbench.plan.hpl import Layout, hpl_flops
 from clusterbench.plan.hplinput import HplInput, render_hpl_dat
 from clusterbench.system.discover import SystemInfo
-from clusterbench.system.mpi import check_binary_mpi, linked_mpi
+from clusterbench.system.mpi import check_binary_mpi
 
 
 def find_xhpl(path: str | None = None, mpi: str | None = None) -> str | None:
-    """An explicit path, $CLUSTERBENCH_XHPL, xhpl on PATH, or the newest `clusterbench build hpl`.
-
-    With `mpi` (openmpi, mpich), an xhpl on PATH linked to the other MPI is passed over, and the
-    newest build made with that MPI is taken."""
+    """An explicit path, $CLUSTERBENCH_XHPL, $CLUSTERBENCH_PATH, xhpl on PATH, or the newest
+    `clusterbench build hpl`: the official binaries' discovery (with its MPI rule), under xhpl's name."""
     if path and not (os.path.isfile(path) and os.access(path, os.X_OK)):
         raise MissingToolError(f"xhpl not found or not executable: {path}",
                                hint="give the path of a built xhpl binary")
-    if path or os.environ.get("CLUSTERBENCH_XHPL"):
-        return path or os.environ["CLUSTERBENCH_XHPL"]
-    on_path = shutil.which("xhpl")
-    if on_path and (mpi is None or linked_mpi(on_path) in (mpi, None)):
-        return on_path
-    built = [b for b in registry.builds("xhpl") if mpi is None or b.get("mpi", "openmpi") == mpi]
-    return built[0]["binary"] if built else None
+    found = find_binary(("xhpl",), "CLUSTERBENCH_XHPL", path, mpi)
+    return found.path if found else None
 
 
 def xhpl_origin(binary: str) -> str:
@@ -74,10 +67,10 @@ class Hpl(HplFamily):
     def from_point(cls, point: dict) -> Hpl:
         binary = find_xhpl(point.get("binary"), point.get("mpi"))
         if not binary:
-            mpi = f" --mpi {point['mpi']}" if point.get("mpi") else ""
-            raise MissingToolError(f"xhpl{' for ' + point['mpi'] if point.get('mpi') else ''} not found "
-                                   "(campaign benchmark 'hpl')",
-                                   hint=f"run `clusterbench build hpl{mpi}`, or set binary: /path/to/xhpl, "
+            mpi = point.get("mpi")
+            raise MissingToolError(f"xhpl not found (campaign benchmark 'hpl'{', mpi ' + mpi if mpi else ''})",
+                                   hint=f"run `clusterbench build hpl{' --mpi ' + mpi if mpi else ''}`, or set "
+                                        "binary: /path/to/xhpl, "
                                         "$CLUSTERBENCH_XHPL, or put xhpl on PATH")
         check_binary_mpi(binary, point.get("mpi"), "xhpl",
                          hint=f"`clusterbench build hpl --mpi {point.get('mpi')}`, or set binary: to such an xhpl")

@@ -146,8 +146,18 @@ def linked_mpi(binary: str) -> str | None:
     """Which MPI a binary is linked to (openmpi, mpich) from its dynamic section, or None.
 
     A program linked to one MPI cannot be started by the other's launcher: its ranks would
-    each believe they are rank 0 of 1.
+    each believe they are rank 0 of 1. Asked for every run of a campaign, so `ldd` runs once per
+    file as it is (path, size, modification time), not once per run.
     """
+    try:
+        st = os.stat(binary)
+    except OSError:
+        return None
+    return _linked_mpi(os.path.realpath(binary), st.st_size, st.st_mtime_ns)
+
+
+@lru_cache(maxsize=256)
+def _linked_mpi(binary: str, _size: int, _mtime_ns: int) -> str | None:
     try:
         out = subprocess.run(["ldd", binary], capture_output=True, text=True, timeout=20, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired):
