@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 from clusterbench.launch.mpirun import MpiLaunch, mpirun_command
-from clusterbench.plan.hpl import grids, layouts
-from clusterbench.plan.hplinput import HplInput, render_hpccinf
+from clusterbench.bench.hpl.planner import grids, layouts
+from clusterbench.bench.hpl.input import HplInput, render_hpccinf
 from clusterbench.system.discover import discover
 
 

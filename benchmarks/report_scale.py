@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from clusterbench.analysis.select import Selection
-from clusterbench.bench.hpcc_output import hpcc_outcome
+from clusterbench.bench.hpcc.output import hpcc_outcome
 from clusterbench.bench.metrics import Metric
 from clusterbench.report.build import build
 from clusterbench.report.model import Options

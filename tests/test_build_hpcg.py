@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from tests.conftest import cli_json
 
-from clusterbench.build.hpcg import build_hpcg
+from clusterbench.bench.hpcg.build import build_hpcg
 
 MAIN = r'''#include <mpi.h>
 #include <cstdio>

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 from tests.conftest import cli, cli_json
 
-from clusterbench.build.hpl import build_hpl
+from clusterbench.bench.hpl.build import build_hpl
 
 
 @pytest.fixture(scope="module")

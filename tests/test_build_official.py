@@ -115,7 +115,7 @@ def test_osu_built_and_each_program_found_by_the_osu_benchmark(builds, isolated_
 
 @pytest.mark.slow
 def test_stream_sized_by_the_cache_rule_and_run_through_stream_binary(builds, isolated_db):
-    from clusterbench.bench.stream import elements_for
+    from clusterbench.bench.stream.kernel import elements_for
     from clusterbench.system.discover import discover
 
     p = builds.get("stream")
@@ -133,7 +133,7 @@ def test_stream_sized_by_the_cache_rule_and_run_through_stream_binary(builds, is
 
 @pytest.mark.slow
 def test_lulesh_built_and_run_once(builds):
-    from clusterbench.build.lulesh import lulesh_figures
+    from clusterbench.bench.lulesh.build import lulesh_figures
     from clusterbench.launch.mpirun import MpiLaunch, mpirun_command
 
     p = builds.get("lulesh")

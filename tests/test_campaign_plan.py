@@ -9,7 +9,7 @@ from tests.conftest import ROOT, cli, cli_json
 from clusterbench.campaign.engine import Eta
 from clusterbench.campaign.expand import expand
 from clusterbench.campaign.spec import parse_campaign
-from clusterbench.plan.hpl import n_for_memory
+from clusterbench.bench.hpl.planner import n_for_memory
 from clusterbench.system.discover import discover
 
 SPEC = """\

@@ -10,7 +10,7 @@ from pathlib import Path
 from clusterbench.bench.base import Benchmark
 from clusterbench.bench.metrics import Metric, Outcome
 from clusterbench.store.db import Store
-from clusterbench.suite.executor import execute
+from clusterbench.execution.executor import execute
 
 
 @dataclass

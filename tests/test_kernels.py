@@ -169,7 +169,7 @@ def test_the_plugin_example_in_the_docs_works(tmp_path, isolated_db):
         from clusterbench.campaign.expand import expand
         from clusterbench.campaign.spec import parse_campaign
         from clusterbench.store.db import Store
-        from clusterbench.suite.executor import execute
+        from clusterbench.execution.executor import execute
         from clusterbench.system.discover import discover
 
         campaign, source = parse_campaign("name: dd\nbenchmarks:\n  - benchmark: ddcopy\n"

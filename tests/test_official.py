@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 from tests.conftest import cli, cli_json, fixture
 
-from clusterbench.bench.hpcg import Hpcg
-from clusterbench.bench.imb import Imb
+from clusterbench.bench.hpcg.benchmark import Hpcg
+from clusterbench.bench.imb.benchmark import Imb
 from clusterbench.bench.iperf3 import iperf3_outcome
 from clusterbench.bench.official import find_binary
-from clusterbench.bench.osu import Osu
-from clusterbench.bench.stream_binary import StreamBinary
+from clusterbench.bench.osu.benchmark import Osu
+from clusterbench.bench.stream.binary import StreamBinary
 
 HERE = fixture("outputs/this-machine")
 IMB_TEXT = (HERE / "imb-pingpong-bindcore.txt").read_text()
@@ -156,7 +156,7 @@ def test_missing_binary_says_how_to_get_it(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("dims, ranks", [((64, 64, 64), 2), ((160, 160, 168), 2)])
 def test_hpcg_planner_respects_rules(dims, ranks):
-    from clusterbench.plan.official import HPCG_BYTES_PER_POINT, hpcg_dims, hpcg_dims_problem
+    from clusterbench.bench.sizing import HPCG_BYTES_PER_POINT, hpcg_dims, hpcg_dims_problem
     memory = dims[0] * dims[1] * dims[2] * ranks * HPCG_BYTES_PER_POINT * 4  # so that 25% holds `dims`
     planned = hpcg_dims(memory, ranks)
     assert hpcg_dims_problem(planned) is None

@@ -360,7 +360,7 @@ def test_store_full_during_finish_is_a_clean_disk_full_error(tmp_path, small_dis
     DiskFull (exit code 1) naming the file system, and the database stays intact."""
     from clusterbench.bench.command import Command
     from clusterbench.store.db import Store
-    from clusterbench.suite import executor
+    from clusterbench.execution import executor
 
     monkeypatch.setattr(executor, "MIN_FREE_BYTES", 0)  # no early warning: let SQLite hit the wall
     db = small_disk / "cb" / "results.db"
@@ -378,7 +378,7 @@ def test_store_full_during_finish_is_a_clean_disk_full_error(tmp_path, small_dis
 def test_resume_cancels_the_slurm_job_of_a_dead_runner(tmp_path, monkeypatch):
     """A Slurm campaign's runner killed with -9 leaves its jobs queued; the next runner cancels
     the job of each run it finds 'running' before submitting it again (no Slurm needed here)."""
-    from clusterbench.campaign import batch
+    from clusterbench.execution import slurm_jobs as batch
 
     workdir = tmp_path / "run"
     workdir.mkdir()

@@ -10,8 +10,8 @@ import re
 
 import pytest
 
-from clusterbench.bench.hpcc_output import hpcc_outcome, parse_summary
-from clusterbench.bench.hpl_output import hpl_outcome, parse_hpl
+from clusterbench.bench.hpcc.output import hpcc_outcome, parse_summary
+from clusterbench.bench.hpl.output import hpl_outcome, parse_hpl
 from conftest import fixture
 
 HERE = fixture("outputs/this-machine")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from clusterbench.errors import UserInputError
-from clusterbench.plan import hpl as H
-from clusterbench.plan.hplinput import HplInput, render_hpccinf, render_hpl_dat
+from clusterbench.bench.hpl import planner as H
+from clusterbench.bench.hpl.input import HplInput, render_hpccinf, render_hpl_dat
 from clusterbench.plan.ranges import parse_int_values
 from conftest import cli, cli_json
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from clusterbench.bench.hpcc import Hpcc
-from clusterbench.plan.hpl import layouts
+from clusterbench.bench.hpcc.benchmark import Hpcc
+from clusterbench.bench.hpl.planner import layouts
 from clusterbench.store.db import Store
-from clusterbench.suite.executor import execute
+from clusterbench.execution.executor import execute
 from conftest import cli, cli_json
 
 pytestmark = pytest.mark.skipif(not (shutil.which("hpcc") and shutil.which("mpirun")),

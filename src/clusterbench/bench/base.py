@@ -16,7 +16,7 @@ from clusterbench.bench.params import Param
 from clusterbench.bench.placement import library_path_env
 from clusterbench.launch.mpirun import MpiLaunch
 from clusterbench.launch.site import LOCAL, Site
-from clusterbench.plan.hpl import Layout
+from clusterbench.bench.hpl.planner import Layout
 from clusterbench.system.discover import SystemInfo
 from clusterbench.system.mpi import mpi_stack
 

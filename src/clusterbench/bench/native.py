@@ -21,7 +21,7 @@ from clusterbench.bench.placement import BIND_CHOICES, MPI_PARAM, blas_dir, choo
 from clusterbench.errors import UserInputError
 from clusterbench.launch.mpirun import INTERCONNECTS, MpiLaunch
 from clusterbench.native import build as native
-from clusterbench.plan.hpl import thread_env
+from clusterbench.bench.hpl.planner import thread_env
 from clusterbench.system.discover import SystemInfo
 from clusterbench.system.mpi import default_mpi_name, mpi_stack
 

@@ -24,7 +24,7 @@ from functools import lru_cache
 from clusterbench.bench.params import MAX_COUNT, Param
 from clusterbench.errors import UserInputError
 from clusterbench.launch.mpirun import INTERCONNECTS
-from clusterbench.plan.hpl import Layout, grids, layouts
+from clusterbench.bench.hpl.planner import Layout, grids, layouts
 from clusterbench.system.discover import SystemInfo
 from clusterbench.system.mpi import MPI_CHOICES, default_mpi_name
 

@@ -12,15 +12,15 @@ from clusterbench.bench.affinity import Affinity
 from clusterbench.bench.base import Benchmark
 from clusterbench.bench.command import Command
 from clusterbench.bench.dgemm import Dgemm
-from clusterbench.bench.hpcc import Hpcc
-from clusterbench.bench.hpcg import Hpcg
-from clusterbench.bench.hpl import Hpl
-from clusterbench.bench.imb import Imb
+from clusterbench.bench.hpcc.benchmark import Hpcc
+from clusterbench.bench.hpcg.benchmark import Hpcg
+from clusterbench.bench.hpl.benchmark import Hpl
+from clusterbench.bench.imb.benchmark import Imb
 from clusterbench.bench.iperf3 import Iperf3
-from clusterbench.bench.osu import Osu
+from clusterbench.bench.osu.benchmark import Osu
 from clusterbench.bench.pingpong import PingPong
-from clusterbench.bench.stream import Stream
-from clusterbench.bench.stream_binary import StreamBinary
+from clusterbench.bench.stream.kernel import Stream
+from clusterbench.bench.stream.binary import StreamBinary
 from clusterbench.errors import UserInputError
 
 BENCHMARKS: dict[str, type[Benchmark]] = {

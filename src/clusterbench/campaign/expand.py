@@ -27,7 +27,7 @@ from clusterbench.campaign.spec import BenchmarkBlock, Campaign, CampaignError, 
 from clusterbench.errors import UserInputError
 from clusterbench.limits import exceeded, limit
 from clusterbench.plan.expr import Expression, substitute
-from clusterbench.plan.hpl import n_for_memory, n_for_time
+from clusterbench.bench.hpl.planner import n_for_memory, n_for_time
 from clusterbench.plan.ranges import is_range, parse_int_values
 from clusterbench.system.discover import SystemInfo
 from clusterbench.units import parse_size

@@ -70,7 +70,7 @@ def bench(
         results = _run_points(name, runs, info, tags, as_json)
     except Exception as exc:  # a full disk outside a run (opening or writing the store)
         from clusterbench.store.db import default_db_path
-        from clusterbench.suite.executor import disk_full, disk_full_error
+        from clusterbench.execution.executor import disk_full, disk_full_error
 
         if not disk_full(exc):
             raise
@@ -91,7 +91,7 @@ def _run_points(name: str, runs, info, tags: dict, as_json: bool) -> list:
     `<campaign>-<benchmark>-<12 hex>-r<repeat>`, so it cannot take a campaign's run directory; and
     executor.start refuses to replace a directory whose run is finished or still running."""
     from clusterbench.launch.process import signals_as_interrupt
-    from clusterbench.suite.executor import execute, new_run_id
+    from clusterbench.execution.executor import execute, new_run_id
 
     results = []
     with open_store() as store, signals_as_interrupt():

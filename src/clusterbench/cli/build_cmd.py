@@ -51,7 +51,7 @@ def build_hpl_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the provenance as JSON.")] = False,
 ) -> None:
     """Build a standalone xhpl (Make.<arch> generated, MPI-3 patches, smoke test) and register it."""
-    from clusterbench.build.hpl import DEFAULT_CFLAGS, build_hpl
+    from clusterbench.bench.hpl.build import DEFAULT_CFLAGS, build_hpl
 
     built = _building("HPL", as_json, lambda log: build_hpl(source, blas=blas, cflags=cflags or DEFAULT_CFLAGS,
                                                             force=force, log=log, mpi=mpi and mpi.value))
@@ -75,7 +75,7 @@ def build_hpcg_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the provenance as JSON.")] = False,
 ) -> None:
     """Build xhpcg from the official tree (its own make system, a generated setup/Make file)."""
-    from clusterbench.build.hpcg import DEFAULT_CFLAGS, build_hpcg
+    from clusterbench.bench.hpcg.build import DEFAULT_CFLAGS, build_hpcg
 
     built = _building("HPCG", as_json, lambda log: build_hpcg(source, openmp=openmp, cflags=cflags or DEFAULT_CFLAGS,
                                                               force=force, log=log, mpi=mpi and mpi.value))
@@ -95,7 +95,7 @@ def build_imb_cmd(source: SourceOpt, cflags: CflagsOpt = None, mpi: MpiOpt = Non
                   as_json: JsonOpt = False) -> None:
     """Build IMB-MPI1 of the Intel MPI Benchmarks (upstream make; it compiles at -O0 whatever --cflags)."""
     from clusterbench.build.common import DEFAULT_CFLAGS
-    from clusterbench.build.imb import build_imb
+    from clusterbench.bench.imb.build import build_imb
 
     built = _building("IMB", as_json, lambda log: build_imb(source, cflags=cflags or DEFAULT_CFLAGS, force=force,
                                                             log=log, mpi=mpi and mpi.value))
@@ -111,7 +111,7 @@ def build_osu_cmd(source: SourceOpt, cflags: CflagsOpt = None, mpi: MpiOpt = Non
                   as_json: JsonOpt = False) -> None:
     """Build the OSU Micro-Benchmarks (configure && make) and register osu_latency, osu_bw, ... each."""
     from clusterbench.build.common import DEFAULT_CFLAGS
-    from clusterbench.build.osu import build_osu
+    from clusterbench.bench.osu.build import build_osu
 
     built = _building("OSU", as_json, lambda log: build_osu(source, cflags=cflags or DEFAULT_CFLAGS, force=force,
                                                             log=log, mpi=mpi and mpi.value))
@@ -134,7 +134,7 @@ def build_stream_cmd(
 ) -> None:
     """Build McCalpin's stream.c with OpenMP and the array size compiled in (no MPI)."""
     from clusterbench.build.common import DEFAULT_CFLAGS
-    from clusterbench.build.stream import build_stream
+    from clusterbench.bench.stream.build import build_stream
 
     built = _building("STREAM", as_json, lambda log: build_stream(
         source, array_size=array_size, ntimes=ntimes, cflags=cflags or DEFAULT_CFLAGS, force=force, log=log))
@@ -153,7 +153,7 @@ def build_lulesh_cmd(
 ) -> None:
     """Build lulesh2.0 (upstream Makefile, CXX=mpicxx -DUSE_MPI=1, OpenMP)."""
     from clusterbench.build.common import DEFAULT_CFLAGS
-    from clusterbench.build.lulesh import build_lulesh
+    from clusterbench.bench.lulesh.build import build_lulesh
 
     built = _building("LULESH", as_json, lambda log: build_lulesh(
         source, cflags=cflags or DEFAULT_CFLAGS, openmp=openmp, force=force, log=log, mpi=mpi and mpi.value))

@@ -53,7 +53,7 @@ def load_runs(path: Path, preflight: bool = False, force: bool = False, quiet: b
     _check_node_counts(runs, site, source)
     if preflight and site.inventory and campaign.cluster.preflight:
         from clusterbench.cli.cluster_cmd import print_preflight, run_preflight
-        from clusterbench.cluster.hosts import Inventory
+        from clusterbench.launch.hosts import Inventory
 
         nodes = max((r.params.get("nodes") or 1 for r in runs), default=1)
         inv = Inventory(site.inventory.first(nodes), site.inventory.source)
@@ -195,7 +195,7 @@ def campaign_run(
             outcome = _run(file, campaign, runs, info, site, spread_s, retry_failed, as_json)
         except Exception as exc:  # a full disk outside a run (opening or writing the store)
             from clusterbench.store.db import default_db_path
-            from clusterbench.suite.executor import disk_full, disk_full_error
+            from clusterbench.execution.executor import disk_full, disk_full_error
 
             if not disk_full(exc):
                 raise

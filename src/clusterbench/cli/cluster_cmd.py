@@ -23,7 +23,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a t
 
 
 def resolve_hosts(hosts: str | None):
-    from clusterbench.cluster.hosts import SLURM_ALLOCATION, inventory
+    from clusterbench.launch.hosts import SLURM_ALLOCATION, inventory
     from clusterbench.errors import UserInputError
 
     spec = hosts or os.environ.get("CLUSTERBENCH_HOSTS")
@@ -130,7 +130,7 @@ def cluster_exec(
     timeout: Annotated[float, typer.Option(help="Seconds to wait for each node.", min=0.1, max=86_400)] = 60.0,
 ) -> None:
     """Run a command on all nodes; identical outputs are printed once with their nodes (like clush -b)."""
-    from clusterbench.cluster.hosts import Inventory
+    from clusterbench.launch.hosts import Inventory
     from clusterbench.cluster.remote import fold, run_everywhere
 
     inv = resolve_hosts(hosts)

@@ -57,8 +57,8 @@ def plan(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")] = False,
 ) -> None:
     """Plan HPL (N per NB, grids, layouts, input files), or list a campaign file's runs and time."""
-    from clusterbench.plan import hpl as H
-    from clusterbench.plan.hplinput import HplInput, render_hpccinf, render_hpl_dat
+    from clusterbench.bench.hpl import planner as H
+    from clusterbench.bench.hpl.input import HplInput, render_hpccinf, render_hpl_dat
     from clusterbench.plan.ranges import parse_int_values
     from clusterbench.system.discover import discover, system_from_file
     from clusterbench.units import format_bytes, parse_duration, parse_size

@@ -14,7 +14,7 @@ from clusterbench.bench.params import MAX_N
 from clusterbench.cli.app import app, console, err_console, open_store
 from clusterbench.cli.plan_cmd import LayoutName
 from clusterbench.cli.system_cmd import positive
-from clusterbench.plan.official import hpcc_stream_elements
+from clusterbench.bench.sizing import hpcc_stream_elements
 from clusterbench.units import format_bytes
 
 
@@ -38,7 +38,7 @@ def run(
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Discover this machine, run HPCC sized to the budget, store everything, summarise."""
-    from clusterbench.bench.hpl import find_xhpl
+    from clusterbench.bench.hpl.benchmark import find_xhpl
     from clusterbench.launch.process import signals_as_interrupt
     from clusterbench.suite.characterise import plan_suite, run_suite
     from clusterbench.system.discover import discover

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from clusterbench.build.sources import sha256_of
 from clusterbench.cluster.facts import NodeFacts, gather
-from clusterbench.cluster.hosts import Inventory
+from clusterbench.launch.hosts import Inventory
 
 CLOCK_SKEW_LIMIT_S = 1.0
 
@@ -160,7 +160,7 @@ def hello_world(inv: Inventory, timeout_s: float = 60.0, mpi: str | None = None)
     """One rank per node of the affinity probe (a real MPI program, built with MPI `mpi`); every
     node must answer."""
     from clusterbench.bench.affinity import parse_affinity
-    from clusterbench.cluster.hosts import render_hostfile
+    from clusterbench.launch.hosts import render_hostfile
     from clusterbench.launch.mpirun import MpiLaunch, mpirun_command
     from clusterbench.native import build as native
     from clusterbench.system.mpi import mpi_stack

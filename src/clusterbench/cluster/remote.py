@@ -15,7 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from clusterbench.cluster.hosts import is_local
+from clusterbench.launch.hosts import is_local
 
 SSH_UNREACHABLE = 255
 

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clusterbench.cluster.hosts import Host, Inventory, render_hostfile
+from clusterbench.launch.hosts import Host, Inventory, render_hostfile
 from clusterbench.errors import UserInputError
 from clusterbench.launch.mpirun import MpiLaunch, mpirun_command
 from clusterbench.system.mpi import mpi_stack

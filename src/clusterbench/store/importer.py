@@ -35,13 +35,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from clusterbench.bench.hpcc_output import hpcc_outcome, parse_summary
-from clusterbench.bench.hpcg_output import hpcg_outcome, hpcg_params, parse_hpcg
-from clusterbench.bench.hpl_output import check_rpeak, parse_hpl, result_metrics
-from clusterbench.bench.imb_output import parse_imb, section_outcome
+from clusterbench.bench.hpcc.output import hpcc_outcome, parse_summary
+from clusterbench.bench.hpcg.output import hpcg_outcome, hpcg_params, parse_hpcg
+from clusterbench.bench.hpl.output import check_rpeak, parse_hpl, result_metrics
+from clusterbench.bench.imb.output import parse_imb, section_outcome
 from clusterbench.bench.metrics import Outcome, TooManyResults, is_finite
-from clusterbench.bench.osu_output import osu_outcome, parse_osu
-from clusterbench.bench.stream_output import stream_outcome
+from clusterbench.bench.osu.output import osu_outcome, parse_osu
+from clusterbench.bench.stream.output import stream_outcome
 from clusterbench.errors import EnvironmentProblem, UserInputError
 from clusterbench.store.db import MAX_BLOB_BYTES, RunRecord, Store, explain
 

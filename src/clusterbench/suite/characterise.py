@@ -18,8 +18,8 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from clusterbench.bench.hpcc import Hpcc, find_hpcc
-from clusterbench.bench.hpl import Hpl
+from clusterbench.bench.hpcc.benchmark import Hpcc, find_hpcc
+from clusterbench.bench.hpl.benchmark import Hpl
 from clusterbench.bench.metrics import Metric
 from clusterbench.bench.placement import blas_dir, choose_blas
 from clusterbench.bench.registry import benchmark_class
@@ -27,11 +27,11 @@ from clusterbench.campaign.expand import PlannedRun, expand
 from clusterbench.campaign.spec import BenchmarkBlock, Campaign, CampaignError
 from clusterbench.errors import UserInputError
 from clusterbench.launch.mpirun import require_mpirun
-from clusterbench.plan.budget import HpccTimeModel
-from clusterbench.plan.hpl import Layout, check_problem, grids, layouts, n_for_memory
-from clusterbench.plan.hplinput import HplInput
+from clusterbench.bench.hpcc.budget import HpccTimeModel
+from clusterbench.bench.hpl.planner import Layout, check_problem, grids, layouts, n_for_memory
+from clusterbench.bench.hpl.input import HplInput
 from clusterbench.store.db import Store
-from clusterbench.suite.executor import RunResult, execute
+from clusterbench.execution.executor import RunResult, execute
 from clusterbench.system.discover import SystemInfo
 
 FULL_FRACTION = 0.80

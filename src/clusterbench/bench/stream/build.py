@@ -40,7 +40,7 @@ def stream_version(root: Path) -> str:
 
 def default_array_size(system: SystemInfo) -> int:
     """Elements per array by STREAM's rule: 4 x the node's last-level cache, at least stream.c's 10M."""
-    from clusterbench.bench.stream import elements_for
+    from clusterbench.bench.stream.kernel import elements_for
 
     return max(STREAM_DEFAULT_ELEMENTS, elements_for(system))
 
@@ -69,7 +69,7 @@ def check_memory(array_size: int, system: SystemInfo) -> None:
 
 
 def smoke_check(output: str) -> str | None:
-    from clusterbench.bench.stream_output import stream_outcome
+    from clusterbench.bench.stream.output import stream_outcome
 
     out = stream_outcome(output)
     return None if out.valid else "; ".join(out.reasons)
@@ -118,6 +118,6 @@ def build_stream(source: Path, array_size: int | None = None, ntimes: int = DEFA
 
 
 def _triad(output: str) -> float | None:
-    from clusterbench.bench.stream_output import stream_outcome
+    from clusterbench.bench.stream.output import stream_outcome
 
     return next((m.value for m in stream_outcome(output).metrics if m.name == "stream_triad"), None)

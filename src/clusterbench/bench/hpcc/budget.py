@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from clusterbench.plan.hpl import hpl_flops
+from clusterbench.bench.hpl.planner import hpl_flops
 
 DEFAULT_OTHER_COEFF = 2.2e-8
 OTHER_EXPONENT = 2.4

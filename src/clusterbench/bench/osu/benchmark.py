@@ -13,7 +13,7 @@ from pathlib import Path
 
 from clusterbench.bench.metrics import Outcome
 from clusterbench.bench.official import OFFICIAL_PLACEMENT, OfficialBinary
-from clusterbench.bench.osu_output import osu_outcome, parse_osu
+from clusterbench.bench.osu.output import osu_outcome, parse_osu
 from clusterbench.bench.params import Param
 from clusterbench.errors import UserInputError
 from clusterbench.system.discover import SystemInfo

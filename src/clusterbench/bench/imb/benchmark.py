@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from clusterbench.bench.imb_output import parse_imb, section_outcome
+from clusterbench.bench.imb.output import parse_imb, section_outcome
 from clusterbench.bench.metrics import Outcome
 from clusterbench.bench.native import GUESS_START_S
 from clusterbench.bench.official import OFFICIAL_PLACEMENT, OfficialBinary

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from clusterbench.bench.osu import COLLECTIVES, POINT_TO_POINT
+from clusterbench.bench.osu.benchmark import COLLECTIVES, POINT_TO_POINT
 from clusterbench.build import common
 from clusterbench.build.common import DEFAULT_CFLAGS, Built, Log
 from clusterbench.native.build import BuildError, toolchain_identity
@@ -44,7 +44,7 @@ def built_programs(root: Path) -> dict[str, Path]:
 
 
 def smoke_check(output: str) -> str | None:
-    from clusterbench.bench.osu_output import osu_outcome, parse_osu
+    from clusterbench.bench.osu.output import osu_outcome, parse_osu
 
     out = osu_outcome(parse_osu(output))
     return None if out.valid and out.metrics else "; ".join(out.reasons) or "no latency table"
@@ -91,6 +91,6 @@ def build_osu(source: Path, cflags: str = DEFAULT_CFLAGS, force: bool = False, l
 
 
 def _latency(output: str) -> float | None:
-    from clusterbench.bench.osu_output import osu_outcome, parse_osu
+    from clusterbench.bench.osu.output import osu_outcome, parse_osu
 
     return next((m.value for m in osu_outcome(parse_osu(output)).metrics if m.name == "latency_us"), None)

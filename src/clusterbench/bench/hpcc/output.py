@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from clusterbench.bench.hpl_output import hpl_outcome, implausible
+from clusterbench.bench.hpl.output import hpl_outcome, implausible
 from clusterbench.bench.metrics import Metric, Outcome, is_finite
 
 _SUMMARY_BEGIN, _SUMMARY_END = "Begin of Summary section.", "\nEnd of Summary section."

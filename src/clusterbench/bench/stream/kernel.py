@@ -21,7 +21,7 @@ from pathlib import Path
 from clusterbench.bench.metrics import Metric, Outcome
 from clusterbench.bench.native import GUESS_MEMORY_BYTES_S, GUESS_START_S, PLACEMENT_PARAMS, NativeKernel, memory_limit
 from clusterbench.bench.params import Param
-from clusterbench.bench.stream_output import stream_outcome
+from clusterbench.bench.stream.output import stream_outcome
 from clusterbench.errors import UserInputError
 from clusterbench.system.discover import SystemInfo
 from clusterbench.units import format_bytes

@@ -11,13 +11,13 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from clusterbench.bench.hpcg_output import hpcg_outcome
+from clusterbench.bench.hpcg.output import hpcg_outcome
 from clusterbench.bench.metrics import Outcome
 from clusterbench.bench.native import GUESS_START_S, memory_limit
 from clusterbench.bench.official import OFFICIAL_PLACEMENT, OfficialBinary
 from clusterbench.bench.params import Param
 from clusterbench.errors import UserInputError
-from clusterbench.plan.official import HPCG_LIST_FRACTION, hpcg_dims, hpcg_dims_problem, hpcg_memory
+from clusterbench.bench.sizing import HPCG_LIST_FRACTION, hpcg_dims, hpcg_dims_problem, hpcg_memory
 from clusterbench.system.discover import SystemInfo
 from clusterbench.units import format_bytes
 

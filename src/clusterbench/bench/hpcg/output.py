@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from clusterbench.bench.hpl_output import MAX_GFLOPS_PER_PROCESS
+from clusterbench.bench.hpl.output import MAX_GFLOPS_PER_PROCESS
 from clusterbench.bench.metrics import Metric, Outcome, is_finite
 
 _RATING = re.compile(r"HPCG result is (VALID|INVALID) with a GFLOP/s rating of=\s*([\d.eE+-]+)")

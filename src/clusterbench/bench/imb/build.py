@@ -51,7 +51,7 @@ def optimization(flags: str | None) -> str | None:
 
 
 def smoke_check(output: str) -> str | None:
-    from clusterbench.bench.imb_output import parse_imb
+    from clusterbench.bench.imb.output import parse_imb
 
     parsed = parse_imb(output)
     if not parsed.sections:
@@ -99,7 +99,7 @@ def build_imb(source: Path, cflags: str = DEFAULT_CFLAGS, force: bool = False, l
 
 
 def _latency(output: str) -> float | None:
-    from clusterbench.bench.imb_output import parse_imb, section_outcome
+    from clusterbench.bench.imb.output import parse_imb, section_outcome
 
     parsed = parse_imb(output)
     for section in parsed.sections:

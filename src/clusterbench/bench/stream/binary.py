@@ -12,7 +12,7 @@ from pathlib import Path
 
 from clusterbench.bench.metrics import Outcome
 from clusterbench.bench.official import OFFICIAL_PLACEMENT, OfficialBinary
-from clusterbench.bench.stream_output import stream_outcome
+from clusterbench.bench.stream.output import stream_outcome
 
 
 class StreamBinary(OfficialBinary):

@@ -26,7 +26,7 @@ from clusterbench.launch import slurm
 from clusterbench.launch.process import ProcessResult
 from clusterbench.launch.site import Site
 from clusterbench.store.db import Store
-from clusterbench.suite.executor import RunResult, Started, finish, interrupted, start
+from clusterbench.execution.executor import RunResult, Started, finish, interrupted, start
 
 TIMEOUT_STATES = {"TIMEOUT", "DEADLINE"}
 JOB_RECORD = "slurm_job.json"

@@ -1,0 +1,1 @@
+"""Run benchmark instances as stored runs: one executor for every command and launcher."""
