@@ -19,9 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from clusterbench.launch.mpirun import MpiLaunch, mpirun_command
-from clusterbench.bench.hpl.planner import grids, layouts
 from clusterbench.bench.hpl.input import HplInput, render_hpccinf
+from clusterbench.bench.hpl.planner import grids, layouts
+from clusterbench.launch.mpirun import MpiLaunch, mpirun_command
 from clusterbench.system.discover import discover
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from clusterbench.bench.base import Benchmark
 from clusterbench.bench.metrics import Metric, Outcome
-from clusterbench.store.db import Store
 from clusterbench.execution.executor import execute
+from clusterbench.store.db import Store
 
 
 @dataclass

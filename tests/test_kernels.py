@@ -168,8 +168,8 @@ def test_the_plugin_example_in_the_docs_works(tmp_path, isolated_db):
         from clusterbench.bench.registry import BENCHMARKS
         from clusterbench.campaign.expand import expand
         from clusterbench.campaign.spec import parse_campaign
-        from clusterbench.store.db import Store
         from clusterbench.execution.executor import execute
+        from clusterbench.store.db import Store
         from clusterbench.system.discover import discover
 
         campaign, source = parse_campaign("name: dd\nbenchmarks:\n  - benchmark: ddcopy\n"

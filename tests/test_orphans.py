@@ -359,8 +359,8 @@ def test_store_full_during_finish_is_a_clean_disk_full_error(tmp_path, small_dis
     """The store itself fails (SQLite: database or disk is full) while the results are written:
     DiskFull (exit code 1) naming the file system, and the database stays intact."""
     from clusterbench.bench.command import Command
-    from clusterbench.store.db import Store
     from clusterbench.execution import executor
+    from clusterbench.store.db import Store
 
     monkeypatch.setattr(executor, "MIN_FREE_BYTES", 0)  # no early warning: let SQLite hit the wall
     db = small_disk / "cb" / "results.db"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from clusterbench.errors import UserInputError
 from clusterbench.bench.hpl import planner as H
 from clusterbench.bench.hpl.input import HplInput, render_hpccinf, render_hpl_dat
+from clusterbench.errors import UserInputError
 from clusterbench.plan.ranges import parse_int_values
 from conftest import cli, cli_json
 

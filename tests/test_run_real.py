@@ -13,8 +13,8 @@ import pytest
 
 from clusterbench.bench.hpcc.benchmark import Hpcc
 from clusterbench.bench.hpl.planner import layouts
-from clusterbench.store.db import Store
 from clusterbench.execution.executor import execute
+from clusterbench.store.db import Store
 from conftest import cli, cli_json
 
 pytestmark = pytest.mark.skipif(not (shutil.which("hpcc") and shutil.which("mpirun")),

@@ -11,12 +11,12 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import ClassVar
 
+from clusterbench.bench.hpl.planner import Layout
 from clusterbench.bench.metrics import Outcome
 from clusterbench.bench.params import Param
 from clusterbench.bench.placement import library_path_env
 from clusterbench.launch.mpirun import MpiLaunch
 from clusterbench.launch.site import LOCAL, Site
-from clusterbench.bench.hpl.planner import Layout
 from clusterbench.system.discover import SystemInfo
 from clusterbench.system.mpi import mpi_stack
 

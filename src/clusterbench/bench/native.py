@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import ClassVar
 
 from clusterbench.bench.base import Benchmark
+from clusterbench.bench.hpl.planner import thread_env
 from clusterbench.bench.params import MAX_COUNT, Param
 from clusterbench.bench.placement import BIND_CHOICES, MPI_PARAM, blas_dir, choose_blas, library_path_env
 from clusterbench.errors import UserInputError
 from clusterbench.launch.mpirun import INTERCONNECTS, MpiLaunch
 from clusterbench.native import build as native
-from clusterbench.bench.hpl.planner import thread_env
 from clusterbench.system.discover import SystemInfo
 from clusterbench.system.mpi import default_mpi_name, mpi_stack
 

@@ -16,8 +16,8 @@ from pathlib import Path
 from clusterbench.bench.metrics import Metric, Outcome
 from clusterbench.bench.native import GUESS_MEMORY_BYTES_S, GUESS_START_S, PLACEMENT_PARAMS, NativeKernel
 from clusterbench.bench.params import Param
-from clusterbench.errors import UserInputError
 from clusterbench.bench.sizing import message_sizes, repetitions
+from clusterbench.errors import UserInputError
 from clusterbench.system.discover import SystemInfo
 
 GUESS_LATENCY_S = 5e-6  # one message, generous for shared memory and TCP alike

@@ -21,10 +21,10 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 
+from clusterbench.bench.hpl.planner import Layout, grids, layouts
 from clusterbench.bench.params import MAX_COUNT, Param
 from clusterbench.errors import UserInputError
 from clusterbench.launch.mpirun import INTERCONNECTS
-from clusterbench.bench.hpl.planner import Layout, grids, layouts
 from clusterbench.system.discover import SystemInfo
 from clusterbench.system.mpi import MPI_CHOICES, default_mpi_name
 

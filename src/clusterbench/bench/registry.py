@@ -19,8 +19,8 @@ from clusterbench.bench.imb.benchmark import Imb
 from clusterbench.bench.iperf3 import Iperf3
 from clusterbench.bench.osu.benchmark import Osu
 from clusterbench.bench.pingpong import PingPong
-from clusterbench.bench.stream.kernel import Stream
 from clusterbench.bench.stream.binary import StreamBinary
+from clusterbench.bench.stream.kernel import Stream
 from clusterbench.errors import UserInputError
 
 BENCHMARKS: dict[str, type[Benchmark]] = {

@@ -33,13 +33,13 @@ from pathlib import Path
 from typing import Protocol
 
 from clusterbench.bench.base import Benchmark
-from clusterbench.execution.slurm_jobs import run_jobs, settle_job
-from clusterbench.campaign.expand import PlannedRun
 from clusterbench.errors import EnvironmentProblem
+from clusterbench.execution.executor import RunResult, execute, settle
+from clusterbench.execution.request import PlannedRun
+from clusterbench.execution.slurm_jobs import run_jobs, settle_job
 from clusterbench.launch.process import signals_as_interrupt
 from clusterbench.launch.site import LOCAL, Site
 from clusterbench.store.db import Store
-from clusterbench.execution.executor import RunResult, execute, settle
 
 FINISHED = ("ok", "invalid", "failed", "timeout")
 

@@ -17,39 +17,22 @@ import itertools
 import json
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from clusterbench.bench.base import Benchmark
+from clusterbench.bench.hpl.planner import n_for_memory, n_for_time
 from clusterbench.bench.params import Param
 from clusterbench.bench.registry import benchmark_class
 from clusterbench.campaign.spec import BenchmarkBlock, Campaign, CampaignError, CampaignSource, Location
 from clusterbench.errors import UserInputError
+from clusterbench.execution.request import PlannedRun
 from clusterbench.limits import exceeded, limit
 from clusterbench.plan.expr import Expression, substitute
-from clusterbench.bench.hpl.planner import n_for_memory, n_for_time
 from clusterbench.plan.ranges import is_range, parse_int_values
 from clusterbench.system.discover import SystemInfo
 from clusterbench.units import parse_size
 
 HPL_N_OPTIONS = {"fraction", "memory", "seconds", "efficiency", "max"}
-
-
-@dataclass(slots=True)
-class PlannedRun:
-    id: str
-    campaign: str
-    block: str
-    benchmark: str
-    params: dict
-    repeat: int
-    env: dict[str, str] = field(default_factory=dict)
-    timeout_s: float | None = None
-    tags: dict = field(default_factory=dict)
-    estimate_s: float | None = None
-
-    def bench_class(self) -> type[Benchmark]:
-        return benchmark_class(self.benchmark)
 
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, default=str)  # built once: ids are made 100,000s of times

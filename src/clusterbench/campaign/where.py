@@ -11,8 +11,8 @@ import subprocess
 
 from clusterbench.campaign.spec import ClusterSection, SlurmSection
 from clusterbench.cluster.facts import NodeFacts
-from clusterbench.launch.hosts import Host, Inventory, expand_nodeset, inventory
 from clusterbench.errors import UserInputError
+from clusterbench.launch.hosts import Host, Inventory, expand_nodeset, inventory
 from clusterbench.launch.site import Site, SlurmOptions, SrunOptions
 from clusterbench.system.discover import SystemInfo
 from clusterbench.system.microarch import estimate_peak

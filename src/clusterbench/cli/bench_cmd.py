@@ -69,8 +69,8 @@ def bench(
     try:
         results = _run_points(name, runs, info, tags, as_json)
     except Exception as exc:  # a full disk outside a run (opening or writing the store)
-        from clusterbench.store.db import default_db_path
         from clusterbench.execution.executor import disk_full, disk_full_error
+        from clusterbench.store.db import default_db_path
 
         if not disk_full(exc):
             raise
@@ -90,8 +90,8 @@ def _run_points(name: str, runs, info, tags: dict, as_json: bool) -> list:
     `<UTC time>-<benchmark>-<6 hex>` (executor.new_run_id), which never has a campaign run's form
     `<campaign>-<benchmark>-<12 hex>-r<repeat>`, so it cannot take a campaign's run directory; and
     executor.start refuses to replace a directory whose run is finished or still running."""
-    from clusterbench.launch.process import signals_as_interrupt
     from clusterbench.execution.executor import execute, new_run_id
+    from clusterbench.launch.process import signals_as_interrupt
 
     results = []
     with open_store() as store, signals_as_interrupt():

@@ -94,8 +94,8 @@ def _ready(built, what: str) -> None:
 def build_imb_cmd(source: SourceOpt, cflags: CflagsOpt = None, mpi: MpiOpt = None, force: ForceOpt = False,
                   as_json: JsonOpt = False) -> None:
     """Build IMB-MPI1 of the Intel MPI Benchmarks (upstream make; it compiles at -O0 whatever --cflags)."""
-    from clusterbench.build.common import DEFAULT_CFLAGS
     from clusterbench.bench.imb.build import build_imb
+    from clusterbench.build.common import DEFAULT_CFLAGS
 
     built = _building("IMB", as_json, lambda log: build_imb(source, cflags=cflags or DEFAULT_CFLAGS, force=force,
                                                             log=log, mpi=mpi and mpi.value))
@@ -110,8 +110,8 @@ def build_imb_cmd(source: SourceOpt, cflags: CflagsOpt = None, mpi: MpiOpt = Non
 def build_osu_cmd(source: SourceOpt, cflags: CflagsOpt = None, mpi: MpiOpt = None, force: ForceOpt = False,
                   as_json: JsonOpt = False) -> None:
     """Build the OSU Micro-Benchmarks (configure && make) and register osu_latency, osu_bw, ... each."""
-    from clusterbench.build.common import DEFAULT_CFLAGS
     from clusterbench.bench.osu.build import build_osu
+    from clusterbench.build.common import DEFAULT_CFLAGS
 
     built = _building("OSU", as_json, lambda log: build_osu(source, cflags=cflags or DEFAULT_CFLAGS, force=force,
                                                             log=log, mpi=mpi and mpi.value))
@@ -133,8 +133,8 @@ def build_stream_cmd(
     cflags: CflagsOpt = None, force: ForceOpt = False, as_json: JsonOpt = False,
 ) -> None:
     """Build McCalpin's stream.c with OpenMP and the array size compiled in (no MPI)."""
-    from clusterbench.build.common import DEFAULT_CFLAGS
     from clusterbench.bench.stream.build import build_stream
+    from clusterbench.build.common import DEFAULT_CFLAGS
 
     built = _building("STREAM", as_json, lambda log: build_stream(
         source, array_size=array_size, ntimes=ntimes, cflags=cflags or DEFAULT_CFLAGS, force=force, log=log))
@@ -152,8 +152,8 @@ def build_lulesh_cmd(
     cflags: CflagsOpt = None, mpi: MpiOpt = None, force: ForceOpt = False, as_json: JsonOpt = False,
 ) -> None:
     """Build lulesh2.0 (upstream Makefile, CXX=mpicxx -DUSE_MPI=1, OpenMP)."""
-    from clusterbench.build.common import DEFAULT_CFLAGS
     from clusterbench.bench.lulesh.build import build_lulesh
+    from clusterbench.build.common import DEFAULT_CFLAGS
 
     built = _building("LULESH", as_json, lambda log: build_lulesh(
         source, cflags=cflags or DEFAULT_CFLAGS, openmp=openmp, force=force, log=log, mpi=mpi and mpi.value))

@@ -194,8 +194,8 @@ def campaign_run(
         try:
             outcome = _run(file, campaign, runs, info, site, spread_s, retry_failed, as_json)
         except Exception as exc:  # a full disk outside a run (opening or writing the store)
-            from clusterbench.store.db import default_db_path
             from clusterbench.execution.executor import disk_full, disk_full_error
+            from clusterbench.store.db import default_db_path
 
             if not disk_full(exc):
                 raise

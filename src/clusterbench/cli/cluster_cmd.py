@@ -23,8 +23,8 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a t
 
 
 def resolve_hosts(hosts: str | None):
-    from clusterbench.launch.hosts import SLURM_ALLOCATION, inventory
     from clusterbench.errors import UserInputError
+    from clusterbench.launch.hosts import SLURM_ALLOCATION, inventory
 
     spec = hosts or os.environ.get("CLUSTERBENCH_HOSTS")
     if not spec and os.environ.get("SLURM_JOB_NODELIST"):
@@ -130,8 +130,8 @@ def cluster_exec(
     timeout: Annotated[float, typer.Option(help="Seconds to wait for each node.", min=0.1, max=86_400)] = 60.0,
 ) -> None:
     """Run a command on all nodes; identical outputs are printed once with their nodes (like clush -b)."""
-    from clusterbench.launch.hosts import Inventory
     from clusterbench.cluster.remote import fold, run_everywhere
+    from clusterbench.launch.hosts import Inventory
 
     inv = resolve_hosts(hosts)
     answers = run_everywhere(inv.names, " ".join(command), timeout)

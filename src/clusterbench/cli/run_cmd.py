@@ -11,10 +11,10 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from rich.table import Table
 
 from clusterbench.bench.params import MAX_N
+from clusterbench.bench.sizing import hpcc_stream_elements
 from clusterbench.cli.app import app, console, err_console, open_store
 from clusterbench.cli.plan_cmd import LayoutName
 from clusterbench.cli.system_cmd import positive
-from clusterbench.bench.sizing import hpcc_stream_elements
 from clusterbench.units import format_bytes
 
 

@@ -21,12 +21,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from clusterbench.campaign.expand import PlannedRun
+from clusterbench.execution.executor import RunResult, Started, finish, interrupted, start
+from clusterbench.execution.request import PlannedRun
 from clusterbench.launch import slurm
 from clusterbench.launch.process import ProcessResult
 from clusterbench.launch.site import Site
 from clusterbench.store.db import Store
-from clusterbench.execution.executor import RunResult, Started, finish, interrupted, start
 
 TIMEOUT_STATES = {"TIMEOUT", "DEADLINE"}
 JOB_RECORD = "slurm_job.json"

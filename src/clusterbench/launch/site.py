@@ -13,8 +13,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clusterbench.launch.hosts import Host, Inventory, render_hostfile
 from clusterbench.errors import UserInputError
+from clusterbench.launch.hosts import Host, Inventory, render_hostfile
 from clusterbench.launch.mpirun import MpiLaunch, mpirun_command
 from clusterbench.system.mpi import mpi_stack
 

@@ -19,19 +19,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from clusterbench.bench.hpcc.benchmark import Hpcc, find_hpcc
+from clusterbench.bench.hpcc.budget import HpccTimeModel
 from clusterbench.bench.hpl.benchmark import Hpl
+from clusterbench.bench.hpl.input import HplInput
+from clusterbench.bench.hpl.planner import Layout, check_problem, grids, layouts, n_for_memory
 from clusterbench.bench.metrics import Metric
 from clusterbench.bench.placement import blas_dir, choose_blas
 from clusterbench.bench.registry import benchmark_class
-from clusterbench.campaign.expand import PlannedRun, expand
+from clusterbench.campaign.expand import expand
 from clusterbench.campaign.spec import BenchmarkBlock, Campaign, CampaignError
 from clusterbench.errors import UserInputError
-from clusterbench.launch.mpirun import require_mpirun
-from clusterbench.bench.hpcc.budget import HpccTimeModel
-from clusterbench.bench.hpl.planner import Layout, check_problem, grids, layouts, n_for_memory
-from clusterbench.bench.hpl.input import HplInput
-from clusterbench.store.db import Store
 from clusterbench.execution.executor import RunResult, execute
+from clusterbench.execution.request import PlannedRun
+from clusterbench.launch.mpirun import require_mpirun
+from clusterbench.store.db import Store
 from clusterbench.system.discover import SystemInfo
 
 FULL_FRACTION = 0.80

@@ -15,14 +15,14 @@ from functools import lru_cache
 from pathlib import Path
 
 from clusterbench.bench.base import MpiBenchmark
+from clusterbench.bench.hpcc.budget import HpccTimeModel
 from clusterbench.bench.hpcc.output import hpcc_outcome
+from clusterbench.bench.hpl.input import HplInput, render_hpccinf
+from clusterbench.bench.hpl.planner import Layout, check_problem
 from clusterbench.bench.metrics import Outcome
 from clusterbench.bench.params import REQUIRED, Param
 from clusterbench.bench.placement import MPI_PARAMS, available_rpeak, placement_fields, resolve_grid, resolve_placement
 from clusterbench.errors import MissingToolError
-from clusterbench.bench.hpcc.budget import HpccTimeModel
-from clusterbench.bench.hpl.planner import Layout, check_problem
-from clusterbench.bench.hpl.input import HplInput, render_hpccinf
 from clusterbench.system.discover import SystemInfo
 from clusterbench.system.mpi import check_binary_mpi
 

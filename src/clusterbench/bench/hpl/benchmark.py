@@ -7,15 +7,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusterbench.bench.hpcc.benchmark import HplFamily
+from clusterbench.bench.hpcc.budget import DEFAULT_EFFICIENCY, STARTUP_S
+from clusterbench.bench.hpl.input import HplInput, render_hpl_dat
 from clusterbench.bench.hpl.output import hpl_outcome
+from clusterbench.bench.hpl.planner import Layout, hpl_flops
 from clusterbench.bench.metrics import Outcome
 from clusterbench.bench.official import find_binary
 from clusterbench.bench.placement import available_rpeak, placement_fields
 from clusterbench.build import registry
 from clusterbench.errors import MissingToolError
-from clusterbench.bench.hpcc.budget import DEFAULT_EFFICIENCY, STARTUP_S
-from clusterbench.bench.hpl.planner import Layout, hpl_flops
-from clusterbench.bench.hpl.input import HplInput, render_hpl_dat
 from clusterbench.system.discover import SystemInfo
 from clusterbench.system.mpi import check_binary_mpi
 

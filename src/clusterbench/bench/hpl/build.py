@@ -21,6 +21,7 @@ from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
+from clusterbench.bench.hpl.input import HplInput, render_hpl_dat
 from clusterbench.bench.hpl.output import hpl_outcome
 from clusterbench.build import registry
 from clusterbench.build.common import Built, existing_build, install, mkdir, now, obtain, read_version, run_logged
@@ -28,7 +29,6 @@ from clusterbench.build.makearch import BLAS_KINDS, blas_link, make_arch
 from clusterbench.build.patches import PatchError, patch_hpcc_driver, patch_mpi1_tree
 from clusterbench.errors import UserInputError
 from clusterbench.native.build import BuildError, toolchain_identity
-from clusterbench.bench.hpl.input import HplInput, render_hpl_dat
 from clusterbench.system.mpi import mpi_stack
 
 ARCH = "clusterbench"
