@@ -9,7 +9,7 @@ from pathlib import Path
 
 from clusterbench.bench.base import Benchmark
 from clusterbench.bench.metrics import Metric, Outcome
-from clusterbench.execution.executor import execute
+from clusterbench.execution.executor import RunRequest, execute
 from clusterbench.store.db import Store
 
 
@@ -47,7 +47,7 @@ def _alive(pid: int) -> bool:
 
 def test_ok_run(tmp_path):
     with Store(tmp_path / "r.db") as store:
-        res = execute(store, Shell("echo 42"), None)
+        res = execute(store, RunRequest(Shell("echo 42")))
         assert res.status == "ok" and res.valid
         assert store.metrics(res.id)[0]["value"] == 42
         assert (res.workdir / "run.json").is_file()
@@ -58,7 +58,7 @@ def test_timeout_kills_the_process_tree(tmp_path):
     script = f"sleep 300 & echo $! > {pidfile}; wait"
     with Store(tmp_path / "r.db") as store:
         t0 = time.monotonic()
-        res = execute(store, Shell(script), None, timeout_s=1.5)
+        res = execute(store, RunRequest(Shell(script), timeout_s=1.5))
         assert time.monotonic() - t0 < 15
         assert res.status == "timeout" and not res.valid
         assert "timeout" in store.run(res.id)["reason"]
@@ -68,7 +68,7 @@ def test_timeout_kills_the_process_tree(tmp_path):
 
 def test_crash_is_recorded(tmp_path):
     with Store(tmp_path / "r.db") as store:
-        res = execute(store, Shell("echo boom >&2; exit 3"), None)
+        res = execute(store, RunRequest(Shell("echo boom >&2; exit 3")))
         row = store.run(res.id)
         assert (row["status"], row["exit_code"], row["valid"]) == ("failed", 3, 0)
         assert "boom" in row["reason"]

@@ -168,7 +168,7 @@ def test_the_plugin_example_in_the_docs_works(tmp_path, isolated_db):
         from clusterbench.bench.registry import BENCHMARKS
         from clusterbench.campaign.expand import expand
         from clusterbench.campaign.spec import parse_campaign
-        from clusterbench.execution.executor import execute
+        from clusterbench.execution.executor import RunRequest, execute
         from clusterbench.store.db import Store
         from clusterbench.system.discover import discover
 
@@ -177,8 +177,8 @@ def test_the_plugin_example_in_the_docs_works(tmp_path, isolated_db):
         runs = expand(campaign, source, discover(with_software=False))
         assert len(runs) == 2
         with Store(isolated_db) as store:
-            results = [execute(store, BENCHMARKS["ddcopy"].from_point(r.params), None, run_id=r.id,
-                               params=r.params) for r in runs]
+            results = [execute(store, RunRequest(BENCHMARKS["ddcopy"].from_point(r.params), run_id=r.id,
+                                                 params=r.params)) for r in runs]
         assert all(r.status == "ok" for r in results)
         assert all(r.outcome.best("dd_rate").value > 0.01 for r in results)
     finally:

@@ -367,7 +367,7 @@ def test_store_full_during_finish_is_a_clean_disk_full_error(tmp_path, small_dis
     bench = Command.from_point({"command": "head -c 5000000 /dev/zero > big; echo 1"})
     with Store(db) as store:
         with pytest.raises(executor.DiskFull) as caught:
-            executor.execute(store, bench, None, run_id="full-r0")
+            executor.execute(store, executor.RunRequest(bench, run_id="full-r0"))
         assert str(small_disk) in str(caught.value) and "tmpfs" in str(caught.value)
         print(f"\n{caught.value}")
         assert "storing its results" in str(caught.value)

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from clusterbench.bench.hpcc.benchmark import Hpcc
-from clusterbench.bench.hpl.planner import layouts
-from clusterbench.execution.executor import execute
+from clusterbench.bench.hpcc.benchmark import Hpcc, find_hpcc
+from clusterbench.execution.executor import RunRequest, execute
 from clusterbench.store.db import Store
 from conftest import cli, cli_json
 
@@ -79,7 +78,9 @@ def test_hybrid_layout(isolated_db):
 
 def test_failed_residual_is_stored_invalid_and_never_rmax(isolated_db):
     with Store() as store:
-        res = execute(store, Hpcc(1000, 64, 1, 2, layouts(1, 1, 2)["mpi"], threshold=1e-9), None)
+        point = {"n": 1000, "nb": 64, "p": 1, "q": 2, "layout": "mpi", "nodes": 1, "ranks": 2, "threads": 1,
+                 "bind_to": "core", "threshold": 1e-9}
+        res = execute(store, RunRequest(Hpcc.placed(point, find_hpcc())))
         assert res.status == "invalid" and not res.valid
         assert "FAILED" in res.reason
         raw = _raw_gflops(res.workdir / "hpccoutf.txt")

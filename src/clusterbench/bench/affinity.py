@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from clusterbench.bench.metrics import Metric, Outcome
-from clusterbench.bench.native import PLACEMENT_PARAMS, NativeKernel
+from clusterbench.bench.native import KERNEL_PARAMS, NativeKernel
 from clusterbench.system.topology import parse_cpulist
 
 _LINE = re.compile(r"^host=(\S+) rank=(\d+) thread=(\d+) cpu=(-?\d+) allowed=(\S*)$", re.M)
@@ -29,7 +29,7 @@ class Affinity(NativeKernel):
     openmp = True
     default_ranks = 0  # one per core
     threaded_default = False
-    parameters = PLACEMENT_PARAMS
+    parameters = KERNEL_PARAMS
 
     def arguments(self) -> list[str]:
         return []

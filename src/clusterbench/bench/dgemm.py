@@ -12,8 +12,9 @@ import re
 from pathlib import Path
 
 from clusterbench.bench.metrics import Metric, Outcome
-from clusterbench.bench.native import BLAS_PARAM, PLACEMENT_PARAMS, NativeKernel, have_library, memory_limit
+from clusterbench.bench.native import KERNEL_PARAMS, NativeKernel, have_library, memory_limit
 from clusterbench.bench.params import Param
+from clusterbench.bench.placement import BLAS_PARAM
 from clusterbench.errors import UserInputError
 from clusterbench.system.discover import SystemInfo
 from clusterbench.units import format_bytes
@@ -33,7 +34,7 @@ class Dgemm(NativeKernel):
     parameters = (
         Param("n", int, 2000, "matrix order N", minimum=1),
         Param("reps", int, 3, "timed calls (the best counts)", minimum=1),
-        *PLACEMENT_PARAMS,
+        *KERNEL_PARAMS,
         BLAS_PARAM,
     )
 

@@ -16,6 +16,7 @@ from clusterbench.bench.metrics import Metric, Outcome
 from clusterbench.bench.native import GUESS_START_S
 from clusterbench.bench.official import BINARY_PARAM, OfficialBinary
 from clusterbench.bench.params import Param
+from clusterbench.launch.spec import Launch
 from clusterbench.system.discover import SystemInfo
 
 
@@ -68,7 +69,8 @@ class Iperf3(OfficialBinary):
     def estimate_s(cls, point: dict, system: SystemInfo) -> float | None:
         return GUESS_START_S + point["time"] + 1
 
-    def command(self) -> list[str]:
+    def launch(self) -> Launch:
+        """A server and a client on this node, in one script: no MPI placement."""
         p, binary = self.point, shlex.quote(str(self.binary))
         server = f"{binary} -s -1 -B {shlex.quote(p['server'])} -p {p['port']}"
         client = (f"{binary} -c {shlex.quote(p['server'])} -p {p['port']} -t {p['time']} -P {p['parallel']} -J")
@@ -76,10 +78,7 @@ class Iperf3(OfficialBinary):
         script = (f"{server} > server.txt 2>&1 & srv=$!; "
                   f"for i in $(seq 100); do ss -Hltn 'sport = :{p['port']}' | grep -q . && break; sleep 0.05; done; "
                   f"{client}; rc=$?; kill $srv 2>/dev/null; wait $srv 2>/dev/null; exit $rc")
-        return ["bash", "-c", script]
-
-    def launcher(self) -> dict:
-        return {"name": "local", "binary": str(self.binary), "server": self.point["server"]}
+        return Launch(("bash", "-c", script), None, self.env(), {"binary": str(self.binary), "server": p["server"]})
 
     def parse(self, workdir: Path) -> Outcome:
         return iperf3_outcome(self.stdout(workdir))

@@ -4,7 +4,7 @@ A binary is looked for, in this order: the run's `binary` parameter; the benchma
 environment variable (`$CLUSTERBENCH_IMB`, ...); the folders of `$CLUSTERBENCH_PATH`; `PATH`
 (which is where loaded environment modules put theirs: the loaded modules are named then);
 and the builds registered by `clusterbench build`. `clusterbench benchmarks` prints which.
-The launch (ranks, threads, binding, mapping) is the same as for the built-in kernels.
+The launch (ranks, threads, binding, mapping) is bench/program.py's, as for the built-in kernels.
 """
 
 from __future__ import annotations
@@ -16,15 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from clusterbench.bench.native import PLACEMENT_PARAMS, NativeKernel
 from clusterbench.bench.params import Param
+from clusterbench.bench.placement import PLACEMENT_PARAMS
+from clusterbench.bench.program import PlacedProgram
 from clusterbench.build import registry
 from clusterbench.errors import MissingToolError
 from clusterbench.system.mpi import check_binary_mpi, linked_mpi
 
 BINARY_PARAM = Param("binary", str, None, "path of the benchmark binary (default: found as `clusterbench "
                      "benchmarks` shows)")
-OFFICIAL_PLACEMENT = (*(p for p in PLACEMENT_PARAMS if p.name != "cflags"), BINARY_PARAM)
+OFFICIAL_PLACEMENT = (*PLACEMENT_PARAMS, BINARY_PARAM)
 
 
 @dataclass(frozen=True)
@@ -78,8 +79,8 @@ def find_binary(names: tuple[str, ...], env_var: str | None = None, explicit: st
     return None
 
 
-class OfficialBinary(NativeKernel):
-    """A found binary launched like a kernel: subclasses give names, arguments and parse."""
+class OfficialBinary(PlacedProgram):
+    """A program found, never built here (see find_binary); subclasses give names, arguments and parse."""
 
     binary_names: ClassVar[tuple[str, ...]] = ()
     env_var: ClassVar[str | None] = None
@@ -106,4 +107,4 @@ class OfficialBinary(NativeKernel):
                                    hint=cls.install_hint)
         if mpi:
             check_binary_mpi(found.path, mpi, names[0])
-        return cls(point=point, binary=Path(found.path))
+        return cls.placed(point, Path(found.path))

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from clusterbench.bench.metrics import Metric, Outcome
-from clusterbench.bench.native import GUESS_MEMORY_BYTES_S, GUESS_START_S, PLACEMENT_PARAMS, NativeKernel
+from clusterbench.bench.native import GUESS_MEMORY_BYTES_S, GUESS_START_S, KERNEL_PARAMS, NativeKernel
 from clusterbench.bench.params import Param
 from clusterbench.bench.sizing import message_sizes, repetitions
 from clusterbench.errors import UserInputError
@@ -49,7 +49,7 @@ class PingPong(NativeKernel):
         Param("iter", int, 1000, "repetitions per size (the most, with the dynamic policy)", minimum=1),
         Param("iter_policy", str, "dynamic", "dynamic (IMB's default: fewer repetitions for large messages) "
               "or off", choices=("dynamic", "off")),
-        *PLACEMENT_PARAMS,
+        *KERNEL_PARAMS,
     )
 
     @classmethod

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 
-from clusterbench.bench.hpl.planner import Layout, grids, layouts
+from clusterbench.bench.hpl.planner import grids, layouts
 from clusterbench.bench.params import MAX_COUNT, Param
 from clusterbench.errors import UserInputError
 from clusterbench.launch.mpirun import INTERCONNECTS
@@ -34,21 +34,25 @@ DEFAULT_BLAS = "default"  # whatever libblas.so.3 the system alternative points 
 
 MPI_PARAM = Param("mpi", str, None, "MPI implementation: openmpi or mpich (default: the campaign's cluster.mpi, "
                   "else the mpirun on PATH)", choices=MPI_CHOICES)
-MPI_PARAMS = (
-    Param("layout", str, "mpi", "rank/thread layout: mpi, hybrid-socket or hybrid-node",
-          choices=LAYOUT_NAMES),
-    Param("nodes", int, 1, "number of nodes", minimum=1, maximum=MAX_COUNT),
-    Param("ranks", int, None, "MPI ranks (default: from the layout)", minimum=1, maximum=MAX_COUNT),
-    Param("threads", int, None, "threads per rank (default: from the layout)", minimum=1, maximum=MAX_COUNT),
+# The one set of placement parameters of every benchmark that runs through mpirun or srun.
+PLACEMENT_PARAMS = (
+    Param("nodes", int, 1, "nodes (ranks are spread evenly over them)", minimum=1, maximum=MAX_COUNT),
+    Param("ranks", int, None, "MPI ranks (default: from the layout, else the benchmark's)", minimum=1,
+          maximum=MAX_COUNT),
+    Param("threads", int, None, "OpenMP threads per rank (default: from the layout, else the benchmark's)",
+          minimum=1, maximum=MAX_COUNT),
     Param("bind_to", str, None, "binding: core, socket, numa or none (default: from the layout)",
           choices=BIND_CHOICES),
     Param("map_by", str, None, "rank placement, passed to mpirun --map-by: core (fill a socket first), "
           "socket (round-robin over sockets), numa, node, ppr:1:socket:pe=4, ..."),
-    Param("blas", str, None, "BLAS variant directory (openblas-serial, blis-openmp, ...) or 'default'"),
     Param("interconnect", str, None, "transport: auto, shm (shared memory only), tcp, ib "
           "(default: the campaign's cluster: section, else auto)", choices=INTERCONNECTS),
     MPI_PARAM,
 )
+LAYOUT_PARAM = Param("layout", str, "mpi", "rank/thread layout: mpi, hybrid-socket or hybrid-node",
+                     choices=LAYOUT_NAMES)
+BLAS_PARAM = Param("blas", str, None, "BLAS variant directory (openblas-serial, blis-openmp, ...) or 'default'")
+LAYOUT_MAP_BY = {"hybrid-socket": "socket", "hybrid-node": "node"}  # mpirun --map-by a layout implies
 
 
 @lru_cache(maxsize=1)
@@ -110,21 +114,6 @@ def _placement(layout: str, nodes: int, ranks: int | None, threads: int | None, 
     default_bind = {"mpi": "core", "hybrid-socket": "socket", "hybrid-node": "none"}[base.name]
     bind = bind_to or (default_bind if threads == 1 or base.name != "mpi" else "none")
     return {"ranks": ranks, "threads": threads, "bind_to": bind, "blas": choose_blas(blas, threads)}
-
-
-def placement_fields(point: dict) -> dict:
-    """The placement keyword arguments of an MpiBenchmark, from a resolved point."""
-    name, nodes, ranks = point["layout"], point.get("nodes", 1), point["ranks"]
-    blas = point.get("blas") or DEFAULT_BLAS
-    return {
-        "layout": Layout(name, ranks, point["threads"], max(ranks // nodes, 1)),
-        "bind_to": point["bind_to"],
-        "map_by": point.get("map_by") or {"hybrid-socket": "socket", "hybrid-node": "node"}.get(name),
-        "blas": blas,
-        "blas_dir": blas_dir(blas),
-        "interconnect": point.get("interconnect"),
-        "mpi": point.get("mpi"),
-    }
 
 
 def resolve_grid(point: dict, ethernet: bool = False) -> None:

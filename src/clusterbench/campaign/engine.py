@@ -24,71 +24,22 @@ import hashlib
 import json
 import os
 import re
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Protocol
 
 from clusterbench.bench.base import Benchmark
 from clusterbench.errors import EnvironmentProblem
-from clusterbench.execution.executor import RunResult, execute, settle
+from clusterbench.execution.executor import RunResult, settle
+from clusterbench.execution.loop import Eta, Reporter, Spread, run_all
 from clusterbench.execution.request import PlannedRun
-from clusterbench.execution.slurm_jobs import run_jobs, settle_job
-from clusterbench.launch.process import signals_as_interrupt
+from clusterbench.execution.slurm_jobs import settle_job
 from clusterbench.launch.site import LOCAL, Site
 from clusterbench.store.db import Store
 
 FINISHED = ("ok", "invalid", "failed", "timeout")
-
-
-class Reporter(Protocol):
-    def start(self, pending: list[PlannedRun], done: int, eta: Eta) -> None: ...
-    def run_started(self, run: PlannedRun) -> None: ...
-    def tick(self, run: PlannedRun, elapsed: float, detail: str | None) -> None: ...
-    def run_finished(self, run: PlannedRun, result: RunResult, eta: Eta) -> None: ...
-    def waiting(self, seconds: float, reason: str) -> None: ...
-
-
-@dataclass
-class Eta:
-    """Remaining time from the planned estimates, corrected by how long finished runs took.
-
-    Estimates are scaled by (sum of measured durations / sum of their estimates) over the runs
-    already done; runs of a benchmark without an estimate take the mean measured duration of
-    its finished runs in the same block.
-    """
-
-    pending: dict[str, PlannedRun]
-    measured: list[tuple[PlannedRun, float]] = field(default_factory=list)
-
-    def add(self, run: PlannedRun, seconds: float) -> None:
-        self.pending.pop(run.id, None)
-        self.measured.append((run, seconds))
-
-    def ratio(self) -> float:
-        pairs = [(d, r.estimate_s) for r, d in self.measured if r.estimate_s]
-        return sum(d for d, _ in pairs) / sum(e for _, e in pairs) if pairs else 1.0
-
-    def seconds(self) -> float | None:
-        """None while some pending run has neither an estimate nor a measured sibling."""
-        ratio, total = self.ratio(), 0.0
-        sums: dict[tuple[str, str], list[float]] = {}  # (block, benchmark) -> [seconds, runs]
-        for r, d in self.measured:
-            acc = sums.setdefault((r.block, r.benchmark), [0.0, 0])
-            acc[0] += d
-            acc[1] += 1
-        for run in self.pending.values():
-            if run.estimate_s is not None:
-                total += run.estimate_s * ratio
-                continue
-            acc = sums.get((run.block, run.benchmark))
-            if not acc:
-                return None
-            total += acc[0] / acc[1]
-        return total
 
 
 @dataclass
@@ -261,36 +212,9 @@ def _run_campaign(store: Store, runs: list[PlannedRun], system_id: str | None, r
     done = finished_ids(store, runs, retry_failed)
     pending = [r for r in runs if r.id not in done]
     preflight(pending)
-    eta = Eta({r.id: r for r in pending}, learned_durations(store, runs))
-    outcome = CampaignOutcome(total=len(runs), skipped=len(done), settled=settled)
-    reporter.start(pending, len(done), eta)
     rounds = max((r.repeat for r in runs), default=0) + 1
-    interval = spread_s / rounds if spread_s else 0.0
-    t0 = time.monotonic()
-    first_round = pending[0].repeat if pending else 0
-    if site.slurm:
-        def finished(run: PlannedRun, result: RunResult) -> None:
-            outcome.results.append(result)
-            eta.add(run, result.duration_s)
-            reporter.run_finished(run, result, eta)
-
-        with signals_as_interrupt():
-            run_jobs(store, pending, system_id, site, reporter.run_started, reporter.tick, finished)
-        return outcome
-    with signals_as_interrupt():
-        for run in pending:
-            if interval:
-                wait = t0 + (run.repeat - first_round) * interval - time.monotonic()
-                if wait > 0:
-                    reporter.waiting(wait, f"--spread: repeat {run.repeat + 1} of {rounds}")
-                    time.sleep(wait)
-            bench = run.bench_class().from_point(run.params)
-            reporter.run_started(run)
-            result = execute(store, bench, system_id, run_id=run.id, campaign=run.campaign,
-                             repeat=run.repeat, timeout_s=run.timeout_s, tags=run.tags | {"block": run.block},
-                             tick=lambda elapsed, detail, run=run: reporter.tick(run, elapsed, detail),
-                             params=run.params, extra_env=run.env, site=site)
-            outcome.results.append(result)
-            eta.add(run, result.duration_s)
-            reporter.run_finished(run, result, eta)
+    spread = Spread(spread_s / rounds, rounds) if spread_s else None
+    outcome = CampaignOutcome(total=len(runs), skipped=len(done), settled=settled)
+    outcome.results = run_all(store, pending, reporter, site=site, system_id=system_id, done=len(done),
+                              eta=Eta({r.id: r for r in pending}, learned_durations(store, runs)), spread=spread)
     return outcome

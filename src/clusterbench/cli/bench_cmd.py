@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from contextlib import nullcontext
 from typing import Annotated
 
 import typer
@@ -85,28 +84,45 @@ def bench(
         print_metrics(r)
 
 
+class _Spinner:
+    """The run loop's reporter for `bench`: a spinner per run (nothing with --json)."""
+
+    def __init__(self, name: str, quiet: bool) -> None:
+        self.name, self.quiet, self.status = name, quiet, None
+
+    def start(self, pending, done, eta) -> None: ...
+
+    def run_started(self, run) -> None:
+        if not self.quiet:
+            self.status = console.status(f"{self.name} r{run.repeat}", spinner="dots")
+            self.status.start()
+
+    def tick(self, run, elapsed, detail) -> None: ...
+
+    def run_finished(self, run, result, eta) -> None:
+        if self.status:
+            self.status.stop()
+
+    def waiting(self, seconds, reason) -> None: ...
+
+
 def _run_points(name: str, runs, info, tags: dict, as_json: bool) -> list:
     """Each run of the point, stored. A bench run needs no campaign lock: its id is
     `<UTC time>-<benchmark>-<6 hex>` (executor.new_run_id), which never has a campaign run's form
     `<campaign>-<benchmark>-<12 hex>-r<repeat>`, so it cannot take a campaign's run directory; and
     executor.start refuses to replace a directory whose run is finished or still running."""
-    from clusterbench.execution.executor import execute, new_run_id
-    from clusterbench.launch.process import signals_as_interrupt
+    from clusterbench.execution.loop import run_all
 
-    results = []
-    with open_store() as store, signals_as_interrupt():
+    spinner = _Spinner(name, as_json)
+    with open_store() as store:
         store.save_system(info.fingerprint(), info.topology.hostname, info.fingerprint_facts(), info.to_dict())
-        for run in runs:
-            instance = run.bench_class().from_point(run.params)
-            with console.status(f"{name} r{run.repeat}", spinner="dots") if not as_json else nullcontext():
-                try:
-                    result = execute(store, instance, info.fingerprint(), run_id=new_run_id(name), repeat=run.repeat,
-                                     timeout_s=run.timeout_s, tags=tags, params=run.params, extra_env=run.env)
-                except KeyboardInterrupt:
-                    err_console.print("[yellow]interrupted[/]: the run in flight is stored as interrupted")
-                    raise typer.Exit(130) from None
-            results.append(result)
-    return results
+        try:
+            return run_all(store, runs, spinner, system_id=info.fingerprint(), one_off=True, tags=tags)
+        except KeyboardInterrupt:
+            if spinner.status:
+                spinner.status.stop()
+            err_console.print("[yellow]interrupted[/]: the run in flight is stored as interrupted")
+            raise typer.Exit(130) from None
 
 
 def print_metrics(result) -> None:

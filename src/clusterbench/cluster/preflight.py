@@ -160,22 +160,24 @@ def hello_world(inv: Inventory, timeout_s: float = 60.0, mpi: str | None = None)
     """One rank per node of the affinity probe (a real MPI program, built with MPI `mpi`); every
     node must answer."""
     from clusterbench.bench.affinity import parse_affinity
-    from clusterbench.launch.hosts import render_hostfile
-    from clusterbench.launch.mpirun import MpiLaunch, mpirun_command
+    from clusterbench.launch.site import Site
+    from clusterbench.launch.spec import Launch, Placement
     from clusterbench.native import build as native
-    from clusterbench.system.mpi import mpi_stack
 
     check = "MPI hello-world" + (f" ({mpi})" if mpi else "")
     try:
-        stack = mpi_stack(mpi)
         binary = native.build("affinity", mpi=True, openmp=True, mpi_choice=mpi).binary
     except Exception as exc:  # noqa: BLE001 - no compiler is a preflight finding, not a crash
         return [Problem("all", check, f"cannot build the probe: {exc}")]
+    nodes = len(inv.hosts)
+    probe = Launch((str(binary),), Placement(ranks=nodes, nodes=nodes, bind_to="none", map_by="node", mpi=mpi),
+                   {"OMP_NUM_THREADS": "1"})
     with tempfile.TemporaryDirectory(prefix="clusterbench-preflight-") as folder:
-        hostfile = Path(folder) / "hosts"  # read by mpirun here; the nodes never see it
-        hostfile.write_text(render_hostfile(inv.hosts, 1, stack.implementation))
-        launch = MpiLaunch(ranks=len(inv.hosts), bind_to="none", hostfile=str(hostfile), map_by="node", mpi=mpi)
-        cmd = mpirun_command(launch, [str(binary)], stack)
+        # the hostfile goes to `folder`, read by mpirun here; the nodes never see it
+        try:
+            cmd = Site("mpirun", inv).for_run(Path(folder)).launch_command(probe)
+        except Exception as exc:  # noqa: BLE001 - no mpirun is a preflight finding, not a crash
+            return [Problem("all", check, f"cannot launch the probe: {exc}")]
         try:
             # from "/": Hydra starts remote ranks in mpiexec's working directory, which need not
             # exist on the nodes (a checkout under a node-private /tmp); "/" exists everywhere

@@ -30,9 +30,11 @@ from clusterbench.bench.base import Benchmark
 from clusterbench.bench.metrics import Metric, Outcome
 from clusterbench.build import registry
 from clusterbench.errors import EnvironmentProblem
+from clusterbench.execution.request import PlannedRun
 from clusterbench.launch import libtrace, supervise
 from clusterbench.launch.process import ProcessResult, run_process
 from clusterbench.launch.site import LOCAL, Site
+from clusterbench.launch.spec import Launch
 from clusterbench.store.db import RunRecord, Store, relevant_env
 from clusterbench.system import power
 
@@ -65,6 +67,35 @@ def new_run_id(benchmark: str) -> str:
 
 
 @dataclass
+class RunRequest:
+    """One run to make: the benchmark instance, where it goes, its limits and its labels.
+
+    `params` (default: bench.params()) is what is recorded; `env` is added on top of the
+    benchmark's own environment (a campaign's `env:`); `run_id` defaults to a fresh time-ordered
+    id (new_run_id); `where` is the site (this machine, hosts over mpirun, a Slurm job)."""
+
+    bench: Benchmark
+    run_id: str | None = None
+    where: Site = field(default_factory=lambda: LOCAL)
+    timeout_s: float | None = None
+    tags: dict = field(default_factory=dict)
+    campaign: str | None = None
+    repeat: int = 0
+    params: dict | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    system_id: str | None = None
+
+    @classmethod
+    def planned(cls, run: PlannedRun, bench: Benchmark, where: Site = LOCAL, system_id: str | None = None,
+                one_off: bool = False, tags: dict | None = None) -> RunRequest:
+        """The request for a planned run: its id, campaign, limits, tags and env. A `one_off` run
+        (`bench`, `run`) belongs to no campaign and gets a fresh time-ordered id."""
+        return cls(bench, new_run_id(run.benchmark) if one_off else run.id, where, run.timeout_s,
+                   run.tags | {"block": run.block} if tags is None else tags, None if one_off else run.campaign,
+                   run.repeat, run.params, run.env, system_id)
+
+
+@dataclass
 class Started:
     """A run whose row and directory exist and whose command is known, not yet finished."""
 
@@ -75,15 +106,12 @@ class Started:
     command: list[str]
     env: dict[str, str]
     artifacts: list[Path]
+    launch: Launch
 
 
-def start(store: Store, bench: Benchmark, system_id: str | None, run_id: str | None = None,
-          campaign: str | None = None, repeat: int = 0, tags: dict | None = None, nodes: str | None = None,
-          params: dict | None = None, extra_env: dict[str, str] | None = None, site: Site = LOCAL) -> Started:
-    """Directory, inputs, command and the 'running' row of one run. `params` (default:
-    bench.params()) is what is recorded; `extra_env` is added on top of the benchmark's own
-    environment (campaign `env:`); `site` says where it runs (hosts, launcher)."""
-    run_id = run_id or new_run_id(bench.name)
+def start(store: Store, request: RunRequest) -> Started:
+    """Directory, inputs, command and the 'running' row of one run."""
+    run_id = request.run_id or new_run_id(request.bench.name)
     workdir = store.runs_dir / run_id
     check_space(store, f"before starting run {run_id}")
     previous = store.run(run_id)
@@ -97,31 +125,30 @@ def start(store: Store, bench: Benchmark, system_id: str | None, run_id: str | N
                                  f"{record['host']}): not starting it twice",
                                  hint="wait for it to end or stop it, then run the command again")
     try:
-        return _start(store, bench, system_id, run_id, workdir, campaign, repeat, tags, nodes, params, extra_env,
-                      site)
+        return _start(store, request, run_id, workdir)
     except Exception as exc:
         if disk_full(exc):
             raise _disk_full(store, run_id, workdir, exc, "while preparing it") from None
         raise
 
 
-def _start(store: Store, bench: Benchmark, system_id: str | None, run_id: str, workdir: Path, campaign: str | None,
-           repeat: int, tags: dict | None, nodes: str | None, params: dict | None, extra_env: dict[str, str] | None,
-           site: Site) -> Started:
+def _start(store: Store, request: RunRequest, run_id: str, workdir: Path) -> Started:
+    bench = request.bench
     if workdir.exists():  # a previous, unfinished attempt: start clean
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
     trace = libtrace.trace_env(workdir) if bench.uses_blas else {}
-    bench.site = site.for_run(workdir, trace)
+    site = request.where.for_run(workdir, trace)
     bench.prepare(workdir)
-    cmd = bench.command()
-    env = dict(os.environ) | bench.env() | (extra_env or {}) | trace
+    launch = bench.launch()
+    cmd = site.launch_command(launch)
+    env = dict(os.environ) | launch.env | request.env | trace
     record = RunRecord(
-        id=run_id, benchmark=bench.name, params=params if params is not None else bench.params(),
-        campaign=campaign, repeat=repeat,
+        id=run_id, benchmark=bench.name, params=request.params if request.params is not None else bench.params(),
+        campaign=request.campaign, repeat=request.repeat,
         command=shlex.join(cmd), workdir=str(workdir), env=relevant_env(env),
-        launcher=bench.launcher(), system_id=system_id,
-        nodes=bench.site.node_names(bench.node_count()) or nodes or os.uname().nodename, tags=tags or {})
+        launcher=site.launcher_record(launch), system_id=request.system_id,
+        nodes=site.node_names(launch.nodes) or os.uname().nodename, tags=request.tags)
     (workdir / "run.json").write_text(json.dumps(record.__dict__, indent=2, default=str))
     try:
         store.begin_run(record)
@@ -130,7 +157,7 @@ def _start(store: Store, bench: Benchmark, system_id: str | None, run_id: str, w
     artifacts = [workdir / name for name in bench.artifacts]
     if bench.uses_blas:
         artifacts.append(workdir / "libraries.txt")
-    return Started(run_id, bench, workdir, record, cmd, env, artifacts)
+    return Started(run_id, bench, workdir, record, cmd, env, artifacts, launch)
 
 
 def interrupted(store: Store, run: Started, reason: str = "interrupted by the user or a signal") -> None:
@@ -142,23 +169,20 @@ def interrupted(store: Store, run: Started, reason: str = "interrupted by the us
         raise
 
 
-def execute(store: Store, bench: Benchmark, system_id: str | None, run_id: str | None = None,
-            campaign: str | None = None, repeat: int = 0, timeout_s: float | None = None,
-            tags: dict | None = None, nodes: str | None = None,
-            tick: Callable[[float, str | None], None] | None = None, params: dict | None = None,
-            extra_env: dict[str, str] | None = None, site: Site = LOCAL) -> RunResult:
-    """Run `bench` once here (or through mpirun from here) and store it."""
-    run = start(store, bench, system_id, run_id, campaign, repeat, tags, nodes, params, extra_env, site)
+def execute(store: Store, request: RunRequest,
+            tick: Callable[[float, str | None], None] | None = None) -> RunResult:
+    """Run one request here (or through mpirun/srun from here), wait for it, and store it."""
+    run = start(store, request)
 
     def on_tick(elapsed: float) -> None:
         if tick:
-            tick(elapsed, bench.progress(run.workdir))
+            tick(elapsed, run.bench.progress(run.workdir))
 
     power_meter = power.meter()
     try:
         if power_meter:
             power_meter.start()
-        proc = run_process(run.command, run.workdir, run.env, timeout_s, on_tick,
+        proc = run_process(run.command, run.workdir, run.env, request.timeout_s, on_tick,
                            record=run.workdir / supervise.RECORD)
     except BaseException as exc:
         if disk_full(exc):
@@ -166,7 +190,7 @@ def execute(store: Store, bench: Benchmark, system_id: str | None, run_id: str |
         interrupted(store, run)
         raise
     reading = power_meter.stop() if power_meter else None
-    return finish(store, run, proc, timeout_s, power_reading=reading)
+    return finish(store, run, proc, request.timeout_s, power_reading=reading)
 
 
 def finish(store: Store, run: Started, proc: ProcessResult, timeout_s: float | None,

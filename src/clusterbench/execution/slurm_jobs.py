@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from clusterbench.execution.executor import RunResult, Started, finish, interrupted, start
+from clusterbench.execution.executor import RunRequest, RunResult, Started, finish, interrupted, start
 from clusterbench.execution.request import PlannedRun
 from clusterbench.launch import slurm
 from clusterbench.launch.process import ProcessResult
@@ -72,12 +72,11 @@ def run_jobs(store: Store, pending: list[PlannedRun], system_id: str | None, sit
 
 def _submit(store: Store, run: PlannedRun, system_id: str | None, site: Site) -> tuple[Started, slurm.Submitted]:
     bench = run.bench_class().from_point(run.params)
-    started = start(store, bench, system_id, run.id, run.campaign, run.repeat,
-                    run.tags | {"block": run.block}, None, run.params, run.env, site)
-    nodes = bench.node_count()
+    started = start(store, RunRequest.planned(run, bench, site, system_id))
+    nodes = started.launch.nodes
     ranks = run.params.get("ranks") or 1
     request = slurm.JobRequest(name=f"cb-{run.id}"[:120], workdir=started.workdir, command=started.command,
-                               env=bench.env() | run.env, nodes=nodes, tasks_per_node=-(-ranks // nodes),
+                               env=started.launch.env | run.env, nodes=nodes, tasks_per_node=-(-ranks // nodes),
                                cpus_per_task=run.params.get("threads") or 1, timeout_s=run.timeout_s)
     try:
         job = slurm.submit(request, site.slurm, started.env)

@@ -31,6 +31,7 @@ class MpiLaunch:
     net_if: str | None = None  # restrict TCP to this interface or CIDR (btl_tcp_if_include / -iface)
     ranks_per_node: int | None = None  # Hydra -ppn
     mpi: str | None = None  # openmpi, mpich; None: the mpirun on PATH
+    threads: int | None = None  # per rank (srun --cpus-per-task); None: read OMP_NUM_THREADS
 
 
 INTERCONNECTS = ("auto", "shm", "tcp", "ib")

@@ -1,8 +1,10 @@
 """Where a campaign's runs go: this machine, a set of hosts over ssh + mpirun, or Slurm.
 
-A benchmark says how many ranks, threads and nodes it wants and how to bind them (MpiLaunch);
-the site adds what the place needs: the hostfile of the first `nodes` hosts with their slots,
-the interconnect, `--rank-by`, extra mpirun arguments, or `srun` options inside a Slurm job.
+A benchmark declares its program and how many ranks, threads and nodes it wants and how to
+bind them (launch/spec.py: Launch, Placement); `launch_command` turns that into the line that
+runs it here, and `launcher_record` into what is stored about it. The site adds what the place
+needs: the hostfile of the first `nodes` hosts with their slots, the interconnect, `--rank-by`,
+extra mpirun arguments, or `srun` options inside a Slurm job.
 Benchmarks never see host names, and the launcher and its options are stored with every run.
 """
 
@@ -16,6 +18,7 @@ from pathlib import Path
 from clusterbench.errors import UserInputError
 from clusterbench.launch.hosts import Host, Inventory, render_hostfile
 from clusterbench.launch.mpirun import MpiLaunch, mpirun_command
+from clusterbench.launch.spec import Launch
 from clusterbench.system.mpi import mpi_stack
 
 LAUNCHERS = ("local", "mpirun", "slurm")
@@ -115,6 +118,29 @@ class Site:
             return srun_command(launch, program, self.slurm.srun, nodes)
         return mpirun_command(launch, program, stack)
 
+    def launch_command(self, launch: Launch) -> list[str]:
+        """The argument list that starts `launch` here: the program itself when it has no
+        placement, else the mpirun (Open MPI or Hydra) or srun line of its placement."""
+        if launch.placement is None:
+            return list(launch.program)
+        return self.command(self.mpi_launch(launch), list(launch.program), launch.placement.nodes)
+
+    @staticmethod
+    def mpi_launch(launch: Launch) -> MpiLaunch:
+        p = launch.placement
+        assert p is not None
+        return MpiLaunch(ranks=p.ranks, env=dict(launch.env), bind_to=p.bind_to, map_by=p.map_by,
+                         oversubscribe=p.oversubscribe, interconnect=p.interconnect, mpi=p.mpi, threads=p.threads)
+
+    def launcher_record(self, launch: Launch) -> dict:
+        """How a run was launched, stored with it: 'local' or 'mpirun' with its placement, the MPI
+        stack, and this site."""
+        p = launch.placement
+        if p is None:
+            return {"name": "local"} | launch.facts
+        return ({"name": "mpirun", "ranks": p.ranks, "bind_to": p.bind_to, "map_by": p.map_by, "nodes": p.nodes}
+                | launch.facts | mpi_stack(p.mpi).describe() | self.describe())
+
     def describe(self) -> dict:
         """What is stored with each run about where it went."""
         out: dict = {"launcher": self.launcher, "interconnect": self.interconnect}
@@ -139,7 +165,7 @@ LOCAL = Site()
 def srun_command(launch: MpiLaunch, program: list[str], opts: SrunOptions, nodes: int) -> list[str]:
     """`srun` for the ranks of a run inside its job; binding by Slurm's task/affinity plugin."""
     cmd = ["srun", f"--nodes={nodes}", f"--ntasks={launch.ranks}"]
-    threads = int(launch.env.get("OMP_NUM_THREADS", "1"))
+    threads = launch.threads or int(launch.env.get("OMP_NUM_THREADS", "1"))
     cmd.append(f"--cpus-per-task={opts.cpus_per_task or threads}")
     if opts.cpu_bind:
         cmd.append(f"--cpu-bind={opts.cpu_bind}")

@@ -18,18 +18,16 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from clusterbench.bench.hpcc.benchmark import Hpcc, find_hpcc
+from clusterbench.bench.hpcc.benchmark import find_hpcc
 from clusterbench.bench.hpcc.budget import HpccTimeModel
-from clusterbench.bench.hpl.benchmark import Hpl
-from clusterbench.bench.hpl.input import HplInput
 from clusterbench.bench.hpl.planner import Layout, check_problem, grids, layouts, n_for_memory
 from clusterbench.bench.metrics import Metric
-from clusterbench.bench.placement import blas_dir, choose_blas
 from clusterbench.bench.registry import benchmark_class
 from clusterbench.campaign.expand import expand
 from clusterbench.campaign.spec import BenchmarkBlock, Campaign, CampaignError
 from clusterbench.errors import UserInputError
-from clusterbench.execution.executor import RunResult, execute
+from clusterbench.execution.executor import RunResult
+from clusterbench.execution.loop import run_all
 from clusterbench.execution.request import PlannedRun
 from clusterbench.launch.mpirun import require_mpirun
 from clusterbench.store.db import Store
@@ -185,31 +183,56 @@ def plan_suite(system: SystemInfo, store: Store, budget_s: float, full: bool = F
     return plan
 
 
+class _Ticks:
+    """The run loop's reporter for the suite: each run's elapsed time, under a label, to `tick`."""
+
+    def __init__(self, callback: Callable[[str, float, str | None], None] | None) -> None:
+        self.callback = callback
+
+    @staticmethod
+    def label(run: PlannedRun) -> str:
+        if run.benchmark in ("hpcc", "hpl"):
+            return "xhpl" if run.benchmark == "hpl" else "hpcc"
+        return f"{run.benchmark} " + ", ".join(f"{k}={run.params[k]}" for k in ("threads", "ranks"))
+
+    def start(self, pending, done, eta) -> None: ...
+    def run_started(self, run) -> None: ...
+    def run_finished(self, run, result, eta) -> None: ...
+    def waiting(self, seconds, reason) -> None: ...
+
+    def tick(self, run, elapsed, detail) -> None:
+        if self.callback:
+            self.callback(self.label(run), elapsed, detail)
+
+
+def hpl_runs(system: SystemInfo, plan: SuitePlan, timeout_s: float) -> list[PlannedRun]:
+    """HPCC (and standalone HPL with a given xhpl) at the plan's N, NB, grid and layout."""
+    point = {"n": plan.n, "nb": plan.nb, "p": plan.p, "q": plan.q, "layout": plan.layout.name}
+    blocks = [BenchmarkBlock(benchmark="hpcc", params=point)]
+    if plan.xhpl:
+        blocks.append(BenchmarkBlock(benchmark="hpl", params=point | {"binary": plan.xhpl}))
+    runs = expand(Campaign(name="run", benchmarks=blocks), None, system)
+    for run in runs:
+        run.timeout_s = timeout_s
+    return runs
+
+
 def run_suite(system: SystemInfo, store: Store, plan: SuitePlan,
               tick: Callable[[str, float, str | None], None] | None = None,
               timeout_factor: float = 5.0) -> SuiteResult:
+    """The kernels (each skipped with its reason if it cannot be built here), then HPCC and HPL,
+    through the one run loop; every run stored, tagged suite=run."""
     system_id = system.fingerprint()
     store.save_system(system_id, system.topology.hostname, system.fingerprint_facts(), system.to_dict())
-    result = SuiteResult(plan)
     for run in plan.kernels:
-        label = f"{run.benchmark} " + ", ".join(f"{k}={run.params[k]}" for k in ("threads", "ranks"))
-        try:
-            kernel = run.bench_class().from_point(run.params)
-        except UserInputError as exc:  # no compiler, or the kernel does not build here
-            plan.skipped.append(f"{run.benchmark}: {exc.message}")
-            continue
-        result.runs.append(execute(store, kernel, system_id, timeout_s=max(60.0, (run.estimate_s or 10) * 10),
-                                   tags={"suite": "run"}, params=run.params,
-                                   tick=lambda e, s, label=label: tick and tick(label, e, s)))
-    timeout = max(120.0, plan.estimate_s * timeout_factor)
-    blas = choose_blas(None, plan.layout.threads_per_rank)  # serial BLAS for pure MPI
-    placement = {"blas": blas, "blas_dir": blas_dir(blas)}
-    hpcc = Hpcc(plan.n, plan.nb, plan.p, plan.q, plan.layout, **placement)
-    result.runs.append(execute(store, hpcc, system_id, timeout_s=timeout, tags={"suite": "run"},
-                               tick=lambda e, s: tick and tick("hpcc", e, s)))
-    if plan.xhpl:
-        hpl = Hpl(HplInput(ns=[plan.n], nbs=[plan.nb], grids=[(plan.p, plan.q)]),
-                  plan.layout, binary=plan.xhpl, **placement)
-        result.runs.append(execute(store, hpl, system_id, timeout_s=timeout, tags={"suite": "run"},
-                                   tick=lambda e, s: tick and tick("xhpl", e, s)))
-    return result
+        run.timeout_s = max(60.0, (run.estimate_s or 10) * 10)
+    runs = [*plan.kernels, *hpl_runs(system, plan, max(120.0, plan.estimate_s * timeout_factor))]
+
+    def unavailable(run: PlannedRun, exc: UserInputError) -> None:  # no compiler, a kernel that does not build
+        if run.benchmark in ("hpcc", "hpl"):
+            raise exc
+        plan.skipped.append(f"{run.benchmark}: {exc.message}")
+
+    results = run_all(store, runs, _Ticks(tick), system_id=system_id, one_off=True, tags={"suite": "run"},
+                      unavailable=unavailable)
+    return SuiteResult(plan, results)

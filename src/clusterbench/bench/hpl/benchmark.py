@@ -1,23 +1,76 @@
-"""Standalone HPL (`xhpl`, user-provided or built): HPL.dat in, one result per T/V line out."""
+"""Standalone HPL (`xhpl`, user-provided or built): HPL.dat in, one result per T/V line out.
+
+Also what every HPL-like benchmark shares (`HplFamily`: HPCC runs HPL first): HPL's
+parameters, the rank/thread layout and grid a point is completed with, and the refusal of a
+matrix that would not fit. The N/NB/grid calculator is beside it (planner.py), as is the
+input file (input.py), the output parser and verdict (output.py) and the build (build.py).
+"""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
-from clusterbench.bench.hpcc.benchmark import HplFamily
 from clusterbench.bench.hpcc.budget import DEFAULT_EFFICIENCY, STARTUP_S
 from clusterbench.bench.hpl.input import HplInput, render_hpl_dat
 from clusterbench.bench.hpl.output import hpl_outcome
-from clusterbench.bench.hpl.planner import Layout, hpl_flops
+from clusterbench.bench.hpl.planner import check_problem, hpl_flops
 from clusterbench.bench.metrics import Outcome
-from clusterbench.bench.official import find_binary
-from clusterbench.bench.placement import available_rpeak, placement_fields
+from clusterbench.bench.official import OfficialBinary, find_binary
+from clusterbench.bench.params import REQUIRED, Param
+from clusterbench.bench.placement import (
+    BLAS_PARAM,
+    LAYOUT_PARAM,
+    PLACEMENT_PARAMS,
+    available_rpeak,
+    resolve_grid,
+    resolve_placement,
+)
 from clusterbench.build import registry
 from clusterbench.errors import MissingToolError
 from clusterbench.system.discover import SystemInfo
 from clusterbench.system.mpi import check_binary_mpi
+
+HPL_PARAMS = (
+    Param("n", int, REQUIRED, "HPL problem size N (the matrix is N x N doubles)", minimum=1),
+    Param("nb", int, 192, "HPL block size NB", minimum=1),
+    Param("p", int, None, "process grid rows (default: squarest grid of the ranks)", minimum=1),
+    Param("q", int, None, "process grid columns", minimum=1),
+    LAYOUT_PARAM,
+    *PLACEMENT_PARAMS,
+    BLAS_PARAM,
+    Param("threshold", float, 16.0, "HPL residual threshold", minimum=0),
+    Param("binary", str, None, "path of the benchmark binary (default: found on PATH)"),
+)
+
+
+class HplFamily(OfficialBinary):
+    """What HPCC and standalone HPL share: HPL's parameters, and how a point is completed.
+    Ranks with several threads are not bound to one core, or their threads would share it."""
+
+    parameters = HPL_PARAMS
+    needs_mpi = True
+    uses_blas = True
+    oversubscribe_when_short = False  # HPL on more ranks than cores measures nothing useful
+    unbind_threaded_ranks = True
+
+    @classmethod
+    def resolve(cls, point: dict, system: SystemInfo) -> None:
+        resolve_hpl_point(point, system)
+
+    def hpl_input(self, **overrides) -> HplInput:
+        p = self.point
+        return HplInput(ns=[p["n"]], nbs=[p["nb"]], grids=[(p["p"], p["q"])], threshold=p["threshold"], **overrides)
+
+
+def resolve_hpl_point(point: dict, system: SystemInfo) -> None:
+    """Placement and grid for HPL-like benchmarks; refuse a matrix that would not fit."""
+    resolve_placement(point, system)
+    resolve_grid(point)
+    memory = system.memory_bytes()
+    check_problem(point["n"], point["nb"], point["p"], point["q"], point["ranks"],
+                  memory * point["nodes"] if memory else None, require_multiple=False)
 
 
 def find_xhpl(path: str | None = None, mpi: str | None = None) -> str | None:
@@ -41,63 +94,45 @@ def xhpl_origin(binary: str) -> str:
     return f"{binary} (PATH)"
 
 
-@dataclass
 class Hpl(HplFamily):
-    input: HplInput
-    layout: Layout
-    binary: str = field(default_factory=lambda: find_xhpl() or "xhpl")
-    bind_to: str | None = "core"
-    map_by: str | None = None
-    blas: str | None = None
-    blas_dir: str | None = None
-    interconnect: str | None = None
-    mpi: str | None = None
-    name: str = "hpl"
-    artifacts: tuple[str, ...] = ("HPL.dat", "stdout.txt", "stderr.txt")
+    name = "hpl"
+    binary_names = ("xhpl",)
+    env_var = "CLUSTERBENCH_XHPL"
+    install_hint = "run `clusterbench build hpl` (or set $CLUSTERBENCH_XHPL, or put a built xhpl on PATH)"
+    artifacts: ClassVar[tuple[str, ...]] = ("HPL.dat", "stdout.txt", "stderr.txt")
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
         found = find_xhpl()
         if found:
             return True, xhpl_origin(found)
-        return False, ("xhpl not found: run `clusterbench build hpl` (or set $CLUSTERBENCH_XHPL, "
-                       "or put a built xhpl on PATH)")
+        return False, f"xhpl not found: {cls.install_hint}"
 
     @classmethod
     def from_point(cls, point: dict) -> Hpl:
-        binary = find_xhpl(point.get("binary"), point.get("mpi"))
+        mpi = point.get("mpi")
+        binary = find_xhpl(point.get("binary"), mpi)
         if not binary:
-            mpi = point.get("mpi")
             raise MissingToolError(f"xhpl not found (campaign benchmark 'hpl'{', mpi ' + mpi if mpi else ''})",
                                    hint=f"run `clusterbench build hpl{' --mpi ' + mpi if mpi else ''}`, or set "
                                         "binary: /path/to/xhpl, "
                                         "$CLUSTERBENCH_XHPL, or put xhpl on PATH")
-        check_binary_mpi(binary, point.get("mpi"), "xhpl",
-                         hint=f"`clusterbench build hpl --mpi {point.get('mpi')}`, or set binary: to such an xhpl")
-        inp = HplInput(ns=[point["n"]], nbs=[point["nb"]], grids=[(point["p"], point["q"])],
-                       threshold=point["threshold"])
-        return cls(input=inp, binary=binary, **placement_fields(point))
+        check_binary_mpi(binary, mpi, "xhpl",
+                         hint=f"`clusterbench build hpl --mpi {mpi}`, or set binary: to such an xhpl")
+        return cls.placed(point, binary)
 
     @classmethod
     def estimate_s(cls, point: dict, system: SystemInfo) -> float | None:
         rpeak = available_rpeak(point, system)
         return STARTUP_S + hpl_flops(point["n"]) / (rpeak * 1e9 * DEFAULT_EFFICIENCY) if rpeak else None
 
-    def params(self) -> dict:
-        inp = self.input
-        single = {"n": inp.ns, "nb": inp.nbs, "grids": [f"{p}x{q}" for p, q in inp.grids]}
-        flat = {k: (v[0] if len(v) == 1 else v) for k, v in single.items()}
-        return flat | {"layout": self.layout.name, "ranks": self.layout.ranks,
-                       "threads": self.layout.threads_per_rank, "bind_to": self.bind_to, "blas": self.blas,
-                       "interconnect": self.interconnect, "mpi": self.mpi}
-
     def prepare(self, workdir: Path) -> None:
-        (workdir / "HPL.dat").write_text(render_hpl_dat(self.input))
+        (workdir / "HPL.dat").write_text(render_hpl_dat(self.hpl_input()))
 
     def parse(self, workdir: Path) -> Outcome:
         text = (workdir / "stdout.txt").read_text(errors="replace")
         outcome = hpl_outcome(text)
-        expected = self.input.test_count
+        expected = self.hpl_input().test_count
         found = sum(1 for m in outcome.metrics if m.name == "hpl_gflops")
         if found != expected and outcome.valid:
             outcome.invalidate(f"HPL.dat asks for {expected} tests but {found} results were printed")

@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 
 from clusterbench.bench.metrics import Metric, Outcome
-from clusterbench.bench.native import GUESS_MEMORY_BYTES_S, GUESS_START_S, PLACEMENT_PARAMS, NativeKernel, memory_limit
+from clusterbench.bench.native import GUESS_MEMORY_BYTES_S, GUESS_START_S, KERNEL_PARAMS, NativeKernel, memory_limit
 from clusterbench.bench.params import Param
 from clusterbench.bench.stream.output import stream_outcome
 from clusterbench.errors import UserInputError
@@ -46,7 +46,7 @@ class Stream(NativeKernel):
     parameters = (
         Param("n", int, None, "elements per array (default: 4 x last-level cache, at least 1e7)", minimum=1000),
         Param("ntimes", int, 10, "repetitions of each kernel (the first is not counted)", minimum=2),
-        *PLACEMENT_PARAMS,
+        *KERNEL_PARAMS,
     )
 
     @classmethod
