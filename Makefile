@@ -22,8 +22,10 @@ run: setup-run
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# ruff, then the import contracts in pyproject.toml ([tool.importlinter]; docs/architecture.md)
 lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/lint-imports --no-cache
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache
