@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from clusterbench.bench.declare import MetricSpec
 from clusterbench.bench.metrics import Metric, Outcome
 from clusterbench.bench.native import KERNEL_PARAMS, NativeKernel
 from clusterbench.system.topology import parse_cpulist
@@ -30,6 +31,7 @@ class Affinity(NativeKernel):
     default_ranks = 0  # one per core
     threaded_default = False
     parameters = KERNEL_PARAMS
+    metrics = (MetricSpec("distinct_cpus", "", True), MetricSpec("max_allowed_cpus", "", False))
 
     def arguments(self) -> list[str]:
         return []

@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import ClassVar
 
+from clusterbench.bench.declare import MetricSpec, OutputFormat
 from clusterbench.bench.metrics import Outcome
 from clusterbench.bench.params import Param
 from clusterbench.launch.spec import Launch
@@ -33,6 +34,11 @@ class Benchmark(ABC):
     open_parameters: ClassVar[bool] = False  # accept undeclared scalar parameters (templates)
     uses_blas: ClassVar[bool] = False  # record which BLAS library the processes loaded
     blas: str | None = None  # the variant asked for, when the run chose one
+    # What the importer and the report know of it (bench/declare.py): its output files, its metrics,
+    # and how to get the program it runs ("" when there is nothing to install).
+    output_formats: ClassVar[tuple[OutputFormat, ...]] = ()
+    metrics: ClassVar[tuple[MetricSpec, ...]] = ()
+    install_hint: ClassVar[str] = ""
 
     @classmethod  # noqa: B027 - an optional hook, empty by default
     def resolve(cls, point: dict, system: SystemInfo) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from clusterbench.bench.declare import MetricSpec, ReportUse
 from clusterbench.bench.metrics import Metric, Outcome
 from clusterbench.bench.native import GUESS_MEMORY_BYTES_S, GUESS_START_S, KERNEL_PARAMS, NativeKernel
 from clusterbench.bench.params import Param
@@ -42,6 +43,14 @@ class PingPong(NativeKernel):
     needs_mpi = True
     default_ranks = 2
     threaded_default = False
+    metrics = (  # the network section draws the per-size figures (MB/s = 10^6 byte/s)
+        MetricSpec("pingpong_time_us", "us", False, ("bytes",),
+                   uses=(ReportUse("network", "latency", "ping-pong", order=10),)),
+        MetricSpec("pingpong_bandwidth", "MB/s", True, ("bytes",),
+                   uses=(ReportUse("network", "bandwidth", "ping-pong", order=10),)),
+        MetricSpec("latency_us", "us", False, ("bytes",)),
+        MetricSpec("peak_bandwidth", "MB/s", True, ("bytes",)),
+    )
     parameters = (
         Param("min_log2", int, 0, "smallest non-zero size is 2^min_log2 bytes (0 bytes is always measured)",
               minimum=0),

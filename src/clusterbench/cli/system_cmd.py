@@ -35,23 +35,32 @@ def system(
     nodes: Annotated[int, typer.Option(help="Number of identical nodes, for total Rpeak.", min=1, max=MAX_COUNT)]
     = 1,
 ) -> None:
-    """Discover CPU, NUMA, caches, memory, MPI, BLAS and benchmarks; derive Rpeak."""
+    """Discover CPU, NUMA, caches, memory, MPI, BLAS and which benchmarks can run; derive Rpeak."""
     from clusterbench.system.discover import discover, system_from_file
 
     positive(flops_per_cycle, "--flops-per-cycle")
     positive(frequency, "--frequency")
     positive(nodes, "--nodes")
     if from_file:
-        info = system_from_file(from_file, flops_per_cycle, frequency, nodes)
+        info, benchmarks = system_from_file(from_file, flops_per_cycle, frequency, nodes), None
     else:
-        info = discover(flops_per_cycle, frequency, nodes)
+        info, benchmarks = discover(flops_per_cycle, frequency, nodes), benchmark_availability()
     if as_json:
-        print(json.dumps(info.to_dict() | {"fingerprint": info.fingerprint()}, indent=2))
+        extra = {"benchmarks": [b._asdict() for b in benchmarks]} if benchmarks is not None else {}
+        print(json.dumps(info.to_dict() | {"fingerprint": info.fingerprint()} | extra, indent=2))
         return
-    print_system(info)
+    print_system(info, benchmarks)
 
 
-def print_system(info) -> None:
+def benchmark_availability() -> list:
+    """Whether each benchmark can run here, as the benchmark itself finds its program (PATH,
+    $CLUSTERBENCH_PATH, its variable, or a `clusterbench build`), with its install hint."""
+    from clusterbench.bench.registry import availability
+
+    return availability()
+
+
+def print_system(info, benchmarks: list | None = None) -> None:
     t = info.topology
     table = Table(title=f"System ({escape(t.source)})", show_header=False, title_justify="left")
     table.add_column(style="bold")
@@ -93,8 +102,11 @@ def print_system(info) -> None:
             ("BLAS", f"{blas.variant or 'none'} -> {blas.alternative or '-'}"),
             ("BLAS variants", ", ".join(blas.variants) or "none installed"),
             ("Compiler", sw.compilers.get("cc") or "not found"),
-            ("Benchmarks", ", ".join(f"{k}" for k, v in sw.binaries.items() if v) or "none found"),
-            ("Missing", ", ".join(k for k, v in sw.binaries.items() if not v) or "-"),
+        ]
+    if benchmarks is not None:
+        rows += [
+            ("Benchmarks", ", ".join(b.name for b in benchmarks if b.available) or "none found"),
+            ("Missing", "\n".join(f"{b.name}: {b.detail}" for b in benchmarks if not b.available) or "-"),
         ]
     for k, v in rows:
         table.add_row(k, escape(str(v)))

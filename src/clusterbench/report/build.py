@@ -19,7 +19,7 @@ SHOWN_PARAMS = ("n", "nb", "p", "q", "ranks", "threads", "nodes", "layout", "bla
 
 def build(store: Store, selection: Selection, options: Options, title: str | None = None,
           extra: list[Section] | None = None) -> Report:
-    data = load(store, selection, set().union(*(module.METRICS for module in SECTIONS)))
+    data = load(store, selection, set().union(*(module.metrics() for module in SECTIONS)))
     if not data.runs:
         raise UserInputError(f"no stored runs match {selection.describe()!r}",
                              hint="list campaigns with `clusterbench campaign list`, runs with `clusterbench results`")

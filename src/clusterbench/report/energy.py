@@ -2,27 +2,39 @@
 on a TOP500 edition by Rmax, in that edition's Green500 order by efficiency, and by HPCG.
 
 The power figure is the user's (`--power-watts`, e.g. read off a wall meter during the run)
-or the one measured during the best run itself (RAPL or IPMI, stored as `power_w`).
+or the one measured during the best run itself (RAPL or IPMI, stored as `power_w`). The Rmax
+and HPCG metrics are the benchmarks' declaration (bench/declare.py): `energy` uses in the roles
+`rmax` and `hpcg`, in Gflop/s.
 """
 
 from __future__ import annotations
 
 from clusterbench.analysis import lists
 from clusterbench.analysis.dataset import Dataset
+from clusterbench.bench import registry
 from clusterbench.report.model import Options, Section, Table
 
-METRICS = {"hpl_gflops", "hpcg_gflops", "power_w"}
+POWER = "power_w"  # measured beside a run (system/power.py), not a benchmark's metric
 NEIGHBOUR_COLUMNS = ["position", "TOP500 rank", "system", "site", "country", "Rmax (TFlop/s)", "power (kW)",
                      "GFlops/W", "HPCG (TFlop/s)", "runs"]
 
 
+def drawn(role: str) -> list[str]:
+    """The metrics declared for this role (rmax, hpcg)."""
+    return list(dict.fromkeys(d.spec.name for d in registry.drawn("energy", role)))
+
+
+def metrics() -> set[str]:
+    return {*drawn("rmax"), *drawn("hpcg"), POWER}
+
+
 def section(data: Dataset, options: Options) -> Section | None:
-    best = _best(data, "hpl_gflops")
+    best = _best(data, drawn("rmax"))
     rmax, rmax_run = (options.rmax_gflops, None) if options.rmax_gflops else best
     if rmax is None:
         return None
     power, power_from = _power(data, options, rmax_run)
-    hpcg, hpcg_run = _best(data, "hpcg_gflops")
+    hpcg, hpcg_run = _best(data, drawn("hpcg"))
     edition, entries = lists.load(options.top500_edition)
     title = lists.edition_title(edition)
     ours = [rmax_run] if rmax_run else []  # the runs behind this system's row
@@ -58,8 +70,8 @@ def section(data: Dataset, options: Options) -> Section | None:
     return out
 
 
-def _best(data: Dataset, metric: str) -> tuple[float | None, str | None]:
-    rows = data.of(metric)
+def _best(data: Dataset, names: list[str]) -> tuple[float | None, str | None]:
+    rows = data.of(*names)
     if rows.empty:
         return None, None
     best = rows.loc[rows["value"].idxmax()]
@@ -69,7 +81,7 @@ def _best(data: Dataset, metric: str) -> tuple[float | None, str | None]:
 def _power(data: Dataset, options: Options, run_id: str | None) -> tuple[float | None, str]:
     if options.power_watts:
         return options.power_watts, "given with --power-watts"
-    rows = data.of("power_w")
+    rows = data.of(POWER)
     rows = rows[rows["run_id"] == run_id]
     if rows.empty:
         return None, ""

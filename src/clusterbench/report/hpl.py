@@ -2,19 +2,29 @@
 the best configuration per node count, and the invalid runs kept apart.
 
 Every HPL figure comes from the `hpl_gflops` metric, whether a standalone xhpl, HPCC's HPL
-phase or an imported output wrote it; the N, NB, P and Q are the ones the output states.
+phase or an imported output wrote it; the N, NB, P and Q are the ones the output states. Which
+metric that is, and which benchmarks store it, is their declaration (bench/declare.py): the
+metrics with an `hpl` use in the role `rmax`.
 """
 
 from __future__ import annotations
 
 from clusterbench.analysis.dataset import Dataset, blas_of, group_values
 from clusterbench.analysis.stats import describe as stats_of
+from clusterbench.bench import registry
 from clusterbench.report.figures import aggregate
 from clusterbench.report.model import Figure, Options, Point, Section, Series, Table
 from clusterbench.report.system import node_peak, run_node_peak
 
-HPL_BENCHMARKS = ("hpl", "hpcc")
-METRICS = {"hpl_gflops"}
+
+def rmax() -> tuple[list[str], list[str]]:
+    """The Rmax metrics (Gflop/s) and the benchmarks that store them, as declared."""
+    drawn = registry.drawn("hpl", "rmax")
+    return list(dict.fromkeys(d.spec.name for d in drawn)), list(dict.fromkeys(d.benchmark for d in drawn))
+
+
+def metrics() -> set[str]:
+    return set(rmax()[0])
 
 
 def topology(run: dict, labels: dict) -> str:
@@ -29,8 +39,9 @@ def variant(run: dict) -> str:
 
 
 def section(data: Dataset, options: Options) -> Section | None:
-    rows = data.of("hpl_gflops", valid=None)
-    hpl_runs = data.runs_of(*HPL_BENCHMARKS)
+    names, benchmarks = rmax()
+    rows = data.of(*names, valid=None)
+    hpl_runs = data.runs_of(*benchmarks)
     if rows.empty and not hpl_runs:
         return None
     valid = rows[rows["valid"]]

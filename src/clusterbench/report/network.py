@@ -1,44 +1,55 @@
 """Network section: one-way latency and bandwidth against message size, per placement or
 interconnect, with min-max bars over repeats, and the tables at the sizes people quote.
 
-Three sources speak different units: clusterbench's ping-pong and OSU report MB/s (10^6
-byte/s), IMB reports "Mbytes/sec" meaning MiB/s (2^20 byte/s). Everything here is MB/s;
-IMB values are multiplied by 1.048576. All three time the one-way trip (round trip / 2).
+What it draws is what the benchmarks declare (bench/declare.py): every metric with a `network`
+use, in the role `latency` or `bandwidth`, labelled with the message size (`bytes`). Sources
+speak different units: clusterbench's ping-pong and OSU report MB/s (10^6 byte/s), IMB reports
+"Mbytes/sec" meaning MiB/s (2^20 byte/s). Everything here is MB/s, converted from the unit each
+metric declares (IMB values are multiplied by 1.048576). All three time the one-way trip
+(round trip / 2).
 """
 
 from __future__ import annotations
 
 from clusterbench.analysis.dataset import Dataset, describe, tag_keys, varying
+from clusterbench.bench import registry
 from clusterbench.report.figures import aggregate, range_text, size_label
 from clusterbench.report.model import Figure, Section, Series, Table
 
-MIB_TO_MB = 2**20 / 1e6
-SOURCES = {  # benchmark -> (latency metric, bandwidth metric, bandwidth scale to MB/s, label)
-    "pingpong": ("pingpong_time_us", "pingpong_bandwidth", 1.0, "ping-pong"),
-    "imb": ("imb_time_us", "imb_bandwidth", MIB_TO_MB, "IMB PingPong"),
-    "osu": ("osu_latency_us", "osu_bandwidth", 1.0, "OSU"),
-}
-METRICS = {name for lat, bw, *_ in SOURCES.values() for name in (lat, bw)}
+UNITS = {"latency": "us", "bandwidth": "MB/s"}  # what each role is drawn in
 PLACEMENT_KEYS = ("node_count", "origin", "interconnect", "net_if", "map_by", "bind_to", "rank_by")
 QUOTED_SIZES = (0, 1024, 8192, 32768)
 
 
+def sources() -> dict[str, list[registry.Drawn]]:
+    """benchmark -> its latency and bandwidth metrics, in the order the section draws them."""
+    out: dict[str, list[registry.Drawn]] = {}
+    for d in registry.drawn("network"):
+        if d.use.role in UNITS:
+            out.setdefault(d.benchmark, []).append(d)
+    return out
+
+
+def metrics() -> set[str]:
+    return {d.spec.name for drawn in sources().values() for d in drawn}
+
+
 def section(data: Dataset, _options) -> Section | None:
-    latency, bandwidth = [], []
-    for bench, (lat_name, bw_name, scale, label) in SOURCES.items():
+    samples: dict[str, list] = {role: [] for role in UNITS}
+    for bench, drawn in sources().items():
         runs = data.runs_of(bench)
         if not runs:
             continue
         keys = varying(runs, PLACEMENT_KEYS + tag_keys(runs)) or ["node_count"]
-        for rec in data.of(lat_name, bw_name).itertuples(index=False):
-            if bench == "imb" and rec.labels.get("test", "PingPong") != "PingPong":
+        by_name = {d.spec.name: (d.use, d.spec.shown(d.use, UNITS[d.use.role])) for d in drawn}
+        for rec in data.of(*by_name).itertuples(index=False):
+            use, shown = by_name[rec.name]
+            if not use.selects(rec.labels):  # IMB: PingPong only
                 continue
-            series = f"{label}, {describe(data.runs[rec.run_id], keys)}"
+            series = f"{use.title}, {describe(data.runs[rec.run_id], keys)}"
             size = float(rec.labels.get("bytes", 0))
-            if rec.name == lat_name:
-                latency.append((series, size, rec.value, rec.run_id))
-            else:
-                bandwidth.append((series, size, rec.value * scale, rec.run_id))
+            samples[use.role].append((series, size, shown(rec.value), rec.run_id))
+    latency, bandwidth = samples["latency"], samples["bandwidth"]
     if not latency and not bandwidth:
         return None
     lat_series, bw_series = aggregate(latency), aggregate(bandwidth)

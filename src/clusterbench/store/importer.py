@@ -3,9 +3,12 @@
 Years of `HPL.out.8_node_52416_168_2_16.blis_serial` files are the only record of many
 studies. Each file is recognised by what it contains (not its name), parsed with the same
 parsers as live runs, and every result becomes one run: each HPL T/V line, each IMB benchmark
-section, one HPCC/HPCG/OSU/STREAM report. The parameters the output itself states (N, NB,
-P, Q, variant, ranks, threads, message sizes) go into the run's parameters; a file-name
-pattern can add what only the name says (node count, BLAS), and `--tag` adds the rest.
+section, one HPCC/HPCG/OSU/STREAM report. Which benchmark recognises a file, and how it splits
+it into results, is the benchmark's own declaration (its `OutputFormat`s, asked through the
+registry), so a benchmark added to the registry is importable too. The parameters the output
+itself states (N, NB, P, Q, variant, ranks, threads, message sizes) go into the run's
+parameters; a file-name pattern can add what only the name says (node count, BLAS), and
+`--tag` adds the rest.
 
 Re-importing is harmless: each result carries a hash of the file's bytes and its position in
 the file, and a result already stored is skipped.
@@ -35,13 +38,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from clusterbench.bench.hpcc.output import hpcc_outcome, parse_summary
-from clusterbench.bench.hpcg.output import hpcg_outcome, hpcg_params, parse_hpcg
-from clusterbench.bench.hpl.output import check_rpeak, parse_hpl, result_metrics
-from clusterbench.bench.imb.output import parse_imb, section_outcome
-from clusterbench.bench.metrics import Outcome, TooManyResults, is_finite
-from clusterbench.bench.osu.output import osu_outcome, parse_osu
-from clusterbench.bench.stream.output import stream_outcome
+from clusterbench.bench import registry
+from clusterbench.bench.declare import OutputFormat, Result
+from clusterbench.bench.metrics import TooManyResults, is_finite
 from clusterbench.errors import EnvironmentProblem, UserInputError
 from clusterbench.store.db import MAX_BLOB_BYTES, RunRecord, Store, explain
 
@@ -55,18 +54,6 @@ MAX_PARSE_SECONDS = 30  # the time recognising and parsing one file may take
 
 _COMPRESSED = ((b"\x1f\x8b", "gzip"), (b"\xfd7zXZ\x00", "xz"), (b"BZh", "bzip2"), (b"PK\x03\x04", "zip"),
                (b"\x28\xb5\x2f\xfd", "zstd"))
-
-
-@dataclass
-class Result:
-    """One result found in a file: what ran, with which stated parameters, and its outcome."""
-
-    benchmark: str
-    params: dict
-    outcome: Outcome
-    started_at: str | None = None
-    ended_at: str | None = None
-    duration_s: float | None = None
 
 
 @dataclass
@@ -112,94 +99,14 @@ class _ParseTimeout(Exception):
     pass
 
 
-# ---------------------------------------------------------------- recognisers and splitters
+# ---------------------------------------------------------------- recognising and splitting
 
-def _hpl_results(text: str) -> list[Result]:
-    parsed = parse_hpl(text, max_results=MAX_RESULTS_PER_FILE)
-    truncated = parsed.truncated
-    out = []
-    for r in parsed.results:
-        outcome = Outcome(facts={"hpl_version": parsed.version, "threshold": parsed.threshold})
-        outcome.metrics += result_metrics(r)
-        for reason in r.implausible:
-            outcome.invalidate(reason)
-        if r.passed is False:
-            outcome.invalidate(f"residual check FAILED ({r.residual})")
-        elif r.passed is None:
-            outcome.invalidate("no residual check printed for this result (truncated output?)")
-        if truncated:
-            outcome.reasons.append("file ends before HPL's 'Finished N tests' summary")
-        outcome.check_values()
-        params = {"n": r.n, "nb": r.nb, "p": r.p, "q": r.q, "ranks": r.p * r.q, "tv": r.tv}
-        duration = r.time_s if is_finite(r.time_s) else None
-        out.append(Result("hpl", params, outcome, r.start, r.end, duration))
-    return out
-
-
-def _hpcc_results(text: str) -> list[Result]:
-    outcome = hpcc_outcome(text)
-    summary = parse_summary(text)
-    params = {}
-    for name, key in (("n", "HPL_N"), ("nb", "HPL_NB"), ("p", "HPL_nprow"), ("q", "HPL_npcol"),
-                      ("ranks", "CommWorldProcs")):
-        try:
-            params[name] = int(float(summary[key]))
-        except (KeyError, ValueError, OverflowError):  # absent, not a number, nan or inf
-            pass
-    return [Result("hpcc", params, outcome)]
-
-
-def _imb_results(text: str) -> list[Result]:
-    parsed = parse_imb(text, max_results=MAX_RESULTS_PER_FILE)
-    out = []
-    for section in parsed.sections:
-        params = {"test": section.name, "ranks": section.processes}
-        if parsed.hosts is not None:
-            params["hosts"] = parsed.hosts
-        sizes = section.column("bytes")
-        if sizes:
-            params |= {"min_bytes": int(min(sizes)), "max_bytes": int(max(sizes))}
-        out.append(Result("imb", params, section_outcome(parsed, section), parsed.date))
-    return out
-
-
-def _osu_results(text: str) -> list[Result]:
-    parsed = parse_osu(text)
-    sizes = [s for s, _ in parsed.rows]
-    params = {"test": (parsed.test or "").lower()} | (
-        {"min_bytes": min(sizes), "max_bytes": max(sizes)} if sizes else {})
-    return [Result("osu", params, osu_outcome(parsed))]
-
-
-def _stream_results(text: str) -> list[Result]:
-    outcome = stream_outcome(text)
-    params = {k: outcome.facts[k] for k in ("threads", "array_size") if outcome.facts.get(k) is not None}
-    return [Result("stream", params, outcome)]
-
-
-def _hpcg_results(text: str) -> list[Result]:
-    outcome = hpcg_outcome(text)
-    return [Result("hpcg", hpcg_params(parse_hpcg(text)), outcome)]
-
-
-# (kind, recogniser, splitter), most specific first: HPCC output contains an HPL section.
-KINDS: list[tuple[str, Callable[[str], bool], Callable[[str], list[Result]] | None]] = [
-    ("hpcc", lambda t: "Begin of Summary section" in t or "HPC Challenge Benchmark" in t, _hpcc_results),
-    ("hpcg", lambda t: "HPCG result is" in t or t.lstrip().startswith("HPCG-Benchmark"), _hpcg_results),
-    ("hpcg-log", lambda t: bool(re.search(r"^Call \[\d+\] Number of Iterations", t, re.M)), None),
-    ("hpl", lambda t: "HPLinpack" in t and "T/V" in t, _hpl_results),
-    ("imb", lambda t: bool(re.search(r"Intel\s*\(R\)\s*MPI Benchmarks", t)), _imb_results),
-    ("osu", lambda t: bool(re.search(r"^#\s*OSU MPI", t, re.M)), _osu_results),
-    ("stream", lambda t: "STREAM version" in t and "Triad" in t, _stream_results),
-]
-SKIP_NOTES = {"hpcg-log": "HPCG log file: the results are in the HPCG-Benchmark report file"}
-
-
-def parse_file(text: str) -> tuple[str | None, list[Result]]:
-    for kind, test, split in KINDS:
-        if test(text):
-            return kind, (split(text) if split else [])
-    return None, []
+def parse_file(text: str) -> tuple[OutputFormat | None, list[Result]]:
+    """The format a benchmark recognises this text as (None: none does), and the results it splits it into."""
+    fmt = registry.recognise(text)
+    if fmt is None or fmt.split is None:
+        return fmt, []
+    return fmt, fmt.split(text, MAX_RESULTS_PER_FILE)
 
 
 # ---------------------------------------------------------------- file names and paths
@@ -348,7 +255,7 @@ def _time_budget(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def parse_bounded(text: str) -> tuple[str | None, list[Result]]:
+def parse_bounded(text: str) -> tuple[OutputFormat | None, list[Result]]:
     """`parse_file` within MAX_PARSE_SECONDS; any failure becomes `Skipped` with where and why."""
     try:
         with _time_budget(MAX_PARSE_SECONDS):
@@ -399,6 +306,7 @@ def import_files(store: Store, files: Iterable[Path], tags: dict | None = None, 
     tags = {printable(str(k)): printable(v) if isinstance(v, str) else v for k, v in (tags or {}).items()}
     campaign = printable(campaign) if campaign else None
     report = ImportReport()
+    registry.registered()  # benchmark plugins load here, not within the first file's parse time budget
     for path in files:
         rep = import_file(store, path, tags, rx, campaign, rpeak_node_gflops)
         report.files.append(rep)
@@ -412,15 +320,16 @@ def import_file(store: Store, path: Path, tags: dict, rx: re.Pattern | None, cam
     shown = printable(str(path))
     try:
         data, st = read_output(path)
-        kind, results = parse_bounded(data.decode("utf-8", errors="replace"))
+        fmt, results = parse_bounded(data.decode("utf-8", errors="replace"))
     except Skipped as exc:
         return FileReport(shown, None, skipped=str(exc))
+    if fmt is None:
+        return FileReport(shown, None, note=("not a recognised benchmark output ("
+                                             + ", ".join(registry.recognised_titles()) + ")"))
+    kind = fmt.kind
     rep = FileReport(shown, kind)
-    if kind is None:
-        rep.note = "not a recognised benchmark output (HPL, HPCC, HPCG, IMB, OSU, STREAM)"
-        return rep
     if not results:
-        rep.note = SKIP_NOTES.get(kind, "no results found in the file")
+        rep.note = fmt.note or "no results found in the file"
         return rep
     if problem := _too_much(results, len(data)):
         rep.skipped = problem
@@ -433,8 +342,8 @@ def import_file(store: Store, path: Path, tags: dict, rx: re.Pattern | None, cam
     try:
         with store.batch(every=len(results) + 1):  # one transaction per file: all of it or nothing
             for index, result in enumerate(results):
-                stored = _store_result(store, result, index, digest, from_name, tags, campaign, source, name,
-                                       mtime, data, rpeak_node_gflops)
+                stored = _store_result(store, fmt, result, index, digest, from_name, tags, campaign, source,
+                                       name, mtime, data, rpeak_node_gflops)
                 rep.stored += 1 if stored else 0
                 rep.duplicates += 0 if stored else 1
                 if stored and not result.outcome.valid:
@@ -467,18 +376,18 @@ def _too_much(results: list[Result], size: int) -> str | None:
     return None
 
 
-def _store_result(store: Store, result: Result, index: int, digest: str, from_name: dict, tags: dict,
-                  campaign: str | None, source: str, name: str, mtime: str, data: bytes,
+def _store_result(store: Store, fmt: OutputFormat, result: Result, index: int, digest: str, from_name: dict,
+                  tags: dict, campaign: str | None, source: str, name: str, mtime: str, data: bytes,
                   rpeak_node_gflops: float | None) -> bool:
     content_hash = f"{digest}:{index}"
     run_id = f"import-{result.benchmark}-{hashlib.sha256(content_hash.encode()).hexdigest()[:12]}"
     stated = result.params
     params = from_name | stated  # what the output states wins over the file name
     conflicts = {k: v for k, v in from_name.items() if k in stated and str(stated[k]) != str(v)}
-    if rpeak_node_gflops and result.benchmark in ("hpl", "hpcc"):
+    if rpeak_node_gflops and fmt.rpeak_check:
         nodes, counted = _node_count(params, tags)
-        check_rpeak(result.outcome, rpeak_node_gflops * nodes,
-                    f"{nodes} node(s) ({counted}) x {rpeak_node_gflops:g} Gflop/s given with --rpeak-node")
+        fmt.rpeak_check(result.outcome, rpeak_node_gflops * nodes,
+                        f"{nodes} node(s) ({counted}) x {rpeak_node_gflops:g} Gflop/s given with --rpeak-node")
     facts = result.outcome.facts | {"source_file": source, "result_index": index, "from_file_name": from_name,
                                     "stated_start": result.started_at, "file_mtime": mtime}
     if conflicts:

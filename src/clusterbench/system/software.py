@@ -1,9 +1,10 @@
-"""Software facts of a node: memory, OS, MPI, BLAS, compilers and benchmark binaries.
+"""Software facts of a node: memory, OS, MPI, BLAS and compilers.
 
 These go into the system fingerprint stored with every run, so that two results can be
 compared knowing whether the BLAS or the MPI underneath changed. Each probe is cheap (a file
 read or one short subprocess) and never fails discovery: a probe that cannot answer says
-so in its value.
+so in its value. Which benchmark programs are here is not a system fact but each benchmark's
+own question (where it looks, what clusterbench built): `bench.registry.availability()`.
 """
 
 from __future__ import annotations
@@ -17,17 +18,6 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-# Benchmark binaries clusterbench drives, with the hint printed when one is missing.
-BENCHMARK_BINARIES = {
-    "hpcc": "apt-get install hpcc",
-    "xhpl": "build it with `clusterbench build hpl` or put your xhpl on PATH",
-    "xhpcg": "build HPCG 3.x from its official source and put xhpcg on PATH",
-    "IMB-MPI1": "build the Intel MPI Benchmarks (IMB) and put IMB-MPI1 on PATH",
-    "osu_latency": "build the OSU Micro-Benchmarks and put osu_latency on PATH",
-    "osu_bw": "build the OSU Micro-Benchmarks and put osu_bw on PATH",
-    "stream": "compile stream.c (McCalpin) and put it on PATH as `stream`",
-    "iperf3": "apt-get install iperf3",
-}
 TOOLS = {
     "mpirun": "apt-get install openmpi-bin libopenmpi-dev",
     "mpicc": "apt-get install libopenmpi-dev",
@@ -176,10 +166,6 @@ def os_release(path: str = "/etc/os-release") -> str:
     return m.group(1) if m else platform.platform()
 
 
-def find_binaries(names: dict[str, str] | None = None) -> dict[str, str | None]:
-    return {name: shutil.which(name) for name in (names or BENCHMARK_BINARIES)}
-
-
 @dataclass
 class Software:
     os: str
@@ -187,7 +173,6 @@ class Software:
     mpi: MpiInfo
     blas: BlasInfo
     compilers: dict[str, str | None]
-    binaries: dict[str, str | None]
     python: str
 
     def to_dict(self) -> dict:
@@ -202,6 +187,5 @@ def detect_software() -> Software:
         mpi=detect_mpi(),
         blas=detect_blas(),
         compilers={"cc": _first_line([cc, "--version"]) if cc else None},
-        binaries=find_binaries(),
         python=platform.python_version(),
     )

@@ -13,6 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import ClassVar
 
+from clusterbench.bench.hpcc import output
 from clusterbench.bench.hpcc.budget import HpccTimeModel
 from clusterbench.bench.hpcc.output import hpcc_outcome
 from clusterbench.bench.hpl.benchmark import HplFamily
@@ -51,6 +52,8 @@ class Hpcc(HplFamily):
     env_var = "CLUSTERBENCH_HPCC"
     install_hint = "apt-get install hpcc"
     artifacts: ClassVar[tuple[str, ...]] = (INPUT, OUTPUT, "stdout.txt", "stderr.txt")
+    output_formats = (output.FORMAT,)
+    metrics = output.METRICS
 
     @classmethod
     def available(cls) -> tuple[bool, str]:

@@ -9,13 +9,19 @@ be true (see `hpl_output.implausible`).
 
 Sections are found with plain string searches, in time linear in the size of the output even
 when a hostile file repeats a `Begin of ... section.` marker a million times.
+
+Declared here for the importer and the report: `FORMAT` (an hpccoutf.txt, one imported run;
+tried before HPL's, as it holds an HPL section) and `METRICS` (HPL's, and the summary keys the
+HPC Challenge section tabulates, in its row order).
 """
 
 from __future__ import annotations
 
 import re
 
-from clusterbench.bench.hpl.output import hpl_outcome, implausible
+from clusterbench.bench.declare import MetricSpec, OutputFormat, ReportUse, Result
+from clusterbench.bench.hpl.output import METRICS as HPL_METRICS
+from clusterbench.bench.hpl.output import check_rpeak, hpl_outcome, implausible
 from clusterbench.bench.metrics import Metric, Outcome, is_finite
 
 _SUMMARY_BEGIN, _SUMMARY_END = "Begin of Summary section.", "\nEnd of Summary section."
@@ -151,3 +157,51 @@ def _checks(text: str, summary: dict[str, str], outcome: Outcome) -> None:
         m = re.search(r"Node\(s\) with error (\d+)", body or "")
         if m and int(m.group(1)) > 0:
             outcome.invalidate(f"{name}: {m.group(1)} node(s) with error")
+
+
+def split_results(text: str, max_results: int) -> list[Result]:
+    """An HPCC output file as one imported run, with the HPL N, NB, P, Q and ranks its summary states."""
+    outcome = hpcc_outcome(text)
+    summary = parse_summary(text)
+    params = {}
+    for name, key in (("n", "HPL_N"), ("nb", "HPL_NB"), ("p", "HPL_nprow"), ("q", "HPL_npcol"),
+                      ("ranks", "CommWorldProcs")):
+        try:
+            params[name] = int(float(summary[key]))
+        except (KeyError, ValueError, OverflowError):  # absent, not a number, nan or inf
+            pass
+    return [Result("hpcc", params, outcome)]
+
+
+def recognise(text: str) -> bool:
+    return "Begin of Summary section" in text or "HPC Challenge Benchmark" in text
+
+
+def _summary(key: str, title: str, shown: str = "", *roles: str) -> MetricSpec:
+    """A summary key as the HPC Challenge section shows it (a row `title`, in `shown` units), and
+    the other `roles` it plays there; its unit and direction are the parser's (`_unit`)."""
+    unit, higher_is_better = _unit(key)
+    return MetricSpec(key, unit, higher_is_better,
+                      uses=(ReportUse("hpcc", "summary", title, shown), *(ReportUse("hpcc", r) for r in roles)))
+
+
+# The summary rows, in the section's order; the balance is ring-bandwidth / (hpl-rate / processes).
+SUMMARY = (
+    _summary("HPL_Tflops", "HPL", "Gflop/s", "hpl-rate"),
+    _summary("StarDGEMM_Gflops", "DGEMM per process (star)"),
+    _summary("SingleDGEMM_Gflops", "DGEMM single process"),
+    _summary("PTRANS_GBs", "PTRANS"),
+    _summary("MPIRandomAccess_GUPs", "RandomAccess (MPI)"),
+    _summary("StarRandomAccess_GUPs", "RandomAccess per process (star)"),
+    _summary("StarSTREAM_Triad", "STREAM Triad per process (star)"),
+    _summary("SingleSTREAM_Triad", "STREAM Triad single process"),
+    _summary("MPIFFT_Gflops", "FFT (MPI)"),
+    _summary("StarFFT_Gflops", "FFT per process (star)"),
+    _summary("MinPingPongLatency_usec", "Ping-pong latency, min"),
+    _summary("MaxPingPongBandwidth_GBytes", "Ping-pong bandwidth, max"),
+    _summary("RandomlyOrderedRingLatency_usec", "Random-ring latency"),
+    _summary("RandomlyOrderedRingBandwidth_GBytes", "Random-ring bandwidth", "", "ring-bandwidth"),
+)
+PROCESSES = MetricSpec("CommWorldProcs", "", True, uses=(ReportUse("hpcc", "processes"),))
+METRICS = (*HPL_METRICS, *SUMMARY, PROCESSES)
+FORMAT = OutputFormat("hpcc", recognise, split_results, title="HPCC", priority=20, rpeak_check=check_rpeak)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from clusterbench.bench.hpcg import output
 from clusterbench.bench.hpcg.output import hpcg_outcome
 from clusterbench.bench.metrics import Outcome
 from clusterbench.bench.native import GUESS_START_S, memory_limit
@@ -35,6 +36,8 @@ class Hpcg(OfficialBinary):
     default_ranks = 0  # one rank per core
     threaded_default = False
     artifacts = ("hpcg.dat", "stdout.txt", "stderr.txt", REPORT)
+    output_formats = (output.FORMAT, output.LOG_FORMAT)
+    metrics = output.METRICS
     parameters = (
         Param("nx", int, None, "local grid x (multiple of 8; default: sized from memory)", minimum=16),
         Param("ny", int, None, "local grid y (default: as nx)", minimum=16),

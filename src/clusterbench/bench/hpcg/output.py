@@ -4,12 +4,16 @@ The rating is `Final Summary::HPCG result is VALID with a GFLOP/s rating of=<x>`
 result is stored as invalid. A valid run shorter than the official 1800 s is still a valid
 measurement but not eligible for the HPCG list, which is recorded as a fact. A rating that
 cannot be true (not finite, <= 0, or above 10^7 Gflop/s per process) makes the result invalid.
+
+Declared here for the importer and the report: `FORMAT` (the report file, one imported run),
+`LOG_FORMAT` (HPCG's log file: recognised, stored as nothing) and `METRICS`.
 """
 
 from __future__ import annotations
 
 import re
 
+from clusterbench.bench.declare import MetricSpec, OutputFormat, ReportUse, Result
 from clusterbench.bench.hpl.output import MAX_GFLOPS_PER_PROCESS
 from clusterbench.bench.metrics import Metric, Outcome, is_finite
 
@@ -77,3 +81,28 @@ def hpcg_outcome(text: str) -> Outcome:
         for m in out.metrics:
             m.valid = False
     return out
+
+
+def split_results(text: str, max_results: int) -> list[Result]:
+    """An HPCG report file as one imported run, with the ranks, threads and grids it states."""
+    outcome = hpcg_outcome(text)
+    return [Result("hpcg", hpcg_params(parse_hpcg(text)), outcome)]
+
+
+def recognise(text: str) -> bool:
+    return "HPCG result is" in text or text.lstrip().startswith("HPCG-Benchmark")
+
+
+def recognise_log(text: str) -> bool:
+    return bool(re.search(r"^Call \[\d+\] Number of Iterations", text, re.M))
+
+
+METRICS = (
+    MetricSpec("hpcg_gflops", "Gflop/s", True, uses=(ReportUse("energy", "hpcg"),)),
+    MetricSpec("hpcg_raw_gflops", "Gflop/s", True),
+    MetricSpec("hpcg_bandwidth", "GB/s", True),
+    MetricSpec("hpcg_time", "s", False),
+)
+FORMAT = OutputFormat("hpcg", recognise, split_results, title="HPCG", priority=10)
+LOG_FORMAT = OutputFormat("hpcg-log", recognise_log, None, priority=10,
+                          note="HPCG log file: the results are in the HPCG-Benchmark report file")

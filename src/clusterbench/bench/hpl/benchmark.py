@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from clusterbench.bench.hpcc.budget import DEFAULT_EFFICIENCY, STARTUP_S
+from clusterbench.bench.hpl import output
 from clusterbench.bench.hpl.input import HplInput, render_hpl_dat
 from clusterbench.bench.hpl.output import hpl_outcome
 from clusterbench.bench.hpl.planner import check_problem, hpl_flops
@@ -100,6 +101,8 @@ class Hpl(HplFamily):
     env_var = "CLUSTERBENCH_XHPL"
     install_hint = "run `clusterbench build hpl` (or set $CLUSTERBENCH_XHPL, or put a built xhpl on PATH)"
     artifacts: ClassVar[tuple[str, ...]] = ("HPL.dat", "stdout.txt", "stderr.txt")
+    output_formats = (output.FORMAT,)
+    metrics = output.METRICS
 
     @classmethod
     def available(cls) -> tuple[bool, str]:

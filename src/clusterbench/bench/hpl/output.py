@@ -10,6 +10,9 @@ finite, a negative time, Gflops <= 0, Gflops that do not follow from N and the t
 computes them as (2/3 N^3 + 3/2 N^2) / time, so an edited or corrupted figure shows), and
 more than 10^7 Gflop/s per MPI process, which no machine reaches. Against a known Rpeak,
 `check_rpeak` invalidates anything above 10x Rpeak.
+
+Declared here for the importer and the report: `FORMAT` (an HPL output file, one imported run
+per T/V line) and `METRICS` (`hpl_gflops`, the Rmax of the HPL section and the energy section).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from clusterbench.bench.declare import MetricSpec, OutputFormat, ReportUse, Result
 from clusterbench.bench.metrics import Metric, Outcome, TooManyResults, is_finite
 
 _VERSION = re.compile(r"HPLinpack\s+(\d+(?:\.\d+)*)")
@@ -132,6 +136,24 @@ class HplResult:
         return {"tv": self.tv, "n": self.n, "nb": self.nb, "p": self.p, "q": self.q}
 
 
+def result_problems(r: HplResult, one_of_many: bool = False) -> list[str]:
+    """HPL's verdict on one result line: why it is not a valid measurement ([] when it is).
+
+    Its figures cannot be true, its residual check FAILED, or no check was printed for it. A
+    live run's outcome holds all its lines (`one_of_many`: each reason names its line); an
+    imported result is one line, stored as its own run.
+    """
+    line = f"{r.tv} N={r.n} NB={r.nb} {r.p}x{r.q}"
+    out = [f"{line}: {reason}" if one_of_many else reason for reason in r.implausible]
+    if r.passed is False:
+        out.append(f"residual check FAILED for {line} (residual {r.residual})" if one_of_many
+                   else f"residual check FAILED ({r.residual})")
+    elif r.passed is None:
+        out.append(f"no residual check printed for {line}" if one_of_many
+                   else "no residual check printed for this result (truncated output?)")
+    return out
+
+
 @dataclass
 class HplOutput:
     version: str | None = None
@@ -161,13 +183,7 @@ class HplOutput:
                 out.append(f"HPL reports {self.passed} passed but {sum(1 for r in checked if r.passed)} "
                            "PASSED residuals were found")
         for r in self.results:
-            for reason in r.implausible:
-                out.append(f"{r.tv} N={r.n} NB={r.nb} {r.p}x{r.q}: {reason}")
-            if r.passed is False:
-                out.append(f"residual check FAILED for {r.tv} N={r.n} NB={r.nb} {r.p}x{r.q} "
-                           f"(residual {r.residual})")
-            elif r.passed is None:
-                out.append(f"no residual check printed for {r.tv} N={r.n} NB={r.nb} {r.p}x{r.q}")
+            out += result_problems(r, one_of_many=True)
         return out
 
     def best(self) -> HplResult | None:
@@ -241,3 +257,36 @@ def hpl_outcome(text: str) -> Outcome:
     for problem in parsed.problems():
         outcome.invalidate(problem)
     return outcome.check_values()
+
+
+def split_results(text: str, max_results: int) -> list[Result]:
+    """An HPL output file as imported runs: one per T/V line, with the N, NB, P, Q it states.
+
+    A line is valid on HPL's verdict (`result_problems`); a file that ends before HPL's summary
+    only warns, since each line's own residual check decides its result.
+    """
+    parsed = parse_hpl(text, max_results=max_results)
+    out = []
+    for r in parsed.results:
+        outcome = Outcome(facts={"hpl_version": parsed.version, "threshold": parsed.threshold})
+        outcome.metrics += result_metrics(r)
+        for reason in result_problems(r):
+            outcome.invalidate(reason)
+        if parsed.truncated:
+            outcome.reasons.append("file ends before HPL's 'Finished N tests' summary")
+        outcome.check_values()
+        params = {"n": r.n, "nb": r.nb, "p": r.p, "q": r.q, "ranks": r.p * r.q, "tv": r.tv}
+        duration = r.time_s if is_finite(r.time_s) else None
+        out.append(Result("hpl", params, outcome, r.start, r.end, duration))
+    return out
+
+
+def recognise(text: str) -> bool:
+    return "HPLinpack" in text and "T/V" in text
+
+
+LINE_LABELS = ("tv", "n", "nb", "p", "q")  # a T/V line: the variant and the problem it solved
+RMAX = MetricSpec("hpl_gflops", "Gflop/s", True, LINE_LABELS,
+                  uses=(ReportUse("hpl", "rmax"), ReportUse("energy", "rmax")))
+METRICS = (RMAX, MetricSpec("hpl_time", "s", False, LINE_LABELS))
+FORMAT = OutputFormat("hpl", recognise, split_results, title="HPL", rpeak_check=check_rpeak)

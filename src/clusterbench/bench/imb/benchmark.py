@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from clusterbench.bench.imb import output
 from clusterbench.bench.imb.output import parse_imb, section_outcome
 from clusterbench.bench.metrics import Outcome
 from clusterbench.bench.native import GUESS_START_S
@@ -27,6 +28,8 @@ class Imb(OfficialBinary):
     env_var = "CLUSTERBENCH_IMB"
     install_hint = ("build the Intel MPI Benchmarks (github.com/intel/mpi-benchmarks, `make IMB-MPI1` with "
                     "CC=mpicc) and put IMB-MPI1 on PATH, in $CLUSTERBENCH_PATH or in $CLUSTERBENCH_IMB")
+    output_formats = (output.FORMAT,)
+    metrics = output.METRICS
     needs_mpi = True
     default_ranks = 2
     threaded_default = False

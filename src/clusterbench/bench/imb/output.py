@@ -5,6 +5,9 @@ Mbytes/sec` for PingPong-like tests, `t_min[usec] t_max[usec] t_avg[usec]` for c
 and one row per message size. IMB's "Mbytes/sec" is 2^20 bytes per second, so it is stored as
 MiB/s. Latency is the time at the smallest size (0 bytes); the peak bandwidth is reported with
 the size where it occurs. Some job scripts add a `#HOSTS=<n>` first line; it is kept.
+
+Declared here for the importer and the report: `FORMAT` (an IMB output file, one imported run
+per benchmark section) and `METRICS` (the PingPong times and bandwidths the network section draws).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from clusterbench.bench.declare import MetricSpec, OutputFormat, ReportUse, Result
 from clusterbench.bench.metrics import Metric, Outcome, TooManyResults
 
 _VERSION = re.compile(r"Intel\s*\(R\)\s*MPI Benchmarks\s+(\d[\w.]*)")
@@ -100,3 +104,33 @@ def section_outcome(parsed: ImbOutput, section: ImbSection) -> Outcome:
         out.metrics.append(Metric("peak_bandwidth", bandwidth[k], "MiB/s", True,
                                   {"test": test, "bytes": int(sizes[k])}))
     return out.check_values()
+
+
+def split_results(text: str, max_results: int) -> list[Result]:
+    """An IMB output file as imported runs: one per benchmark section, with its test, ranks and sizes."""
+    parsed = parse_imb(text, max_results=max_results)
+    out = []
+    for section in parsed.sections:
+        params = {"test": section.name, "ranks": section.processes}
+        if parsed.hosts is not None:
+            params["hosts"] = parsed.hosts
+        sizes = section.column("bytes")
+        if sizes:
+            params |= {"min_bytes": int(min(sizes)), "max_bytes": int(max(sizes))}
+        out.append(Result("imb", params, section_outcome(parsed, section), parsed.date))
+    return out
+
+
+def recognise(text: str) -> bool:
+    return bool(re.search(r"Intel\s*\(R\)\s*MPI Benchmarks", text))
+
+
+SIZED = ("test", "bytes")  # a value of one test at one message size
+_PINGPONG = {"title": "IMB PingPong", "where": (("test", "PingPong"),), "order": 20}  # the network section's
+METRICS = (
+    MetricSpec("imb_time_us", "us", False, SIZED, uses=(ReportUse("network", "latency", **_PINGPONG),)),
+    MetricSpec("imb_bandwidth", "MiB/s", True, SIZED, uses=(ReportUse("network", "bandwidth", **_PINGPONG),)),
+    MetricSpec("latency_us", "us", False, SIZED),
+    MetricSpec("peak_bandwidth", "MiB/s", True, SIZED),
+)
+FORMAT = OutputFormat("imb", recognise, split_results, title="IMB")

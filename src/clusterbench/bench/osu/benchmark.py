@@ -13,6 +13,7 @@ from pathlib import Path
 
 from clusterbench.bench.metrics import Outcome
 from clusterbench.bench.official import OFFICIAL_PLACEMENT, OfficialBinary
+from clusterbench.bench.osu import output
 from clusterbench.bench.osu.output import osu_outcome, parse_osu
 from clusterbench.bench.params import Param
 from clusterbench.errors import UserInputError
@@ -28,6 +29,8 @@ class Osu(OfficialBinary):
     env_var = "CLUSTERBENCH_OSU"
     install_hint = ("build the OSU Micro-Benchmarks (mvapich.cse.ohio-state.edu, ./configure CC=mpicc "
                     "CXX=mpicxx && make) and add the folders of osu_latency etc. to $CLUSTERBENCH_PATH or PATH")
+    output_formats = (output.FORMAT,)
+    metrics = output.METRICS
     needs_mpi = True
     default_ranks = 2
     threaded_default = False

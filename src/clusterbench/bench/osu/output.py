@@ -2,6 +2,9 @@
 
 A `# OSU MPI <Name> Test vX.Y` header, a `# Size  <column>` line and one row per message
 size (OSU starts at 1 byte). OSU's MB/s are 10^6 bytes per second.
+
+Declared here for the importer and the report: `FORMAT` (an OSU output file, one imported run)
+and `METRICS` (the latencies and bandwidths the network section draws).
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from clusterbench.bench.declare import MetricSpec, OutputFormat, ReportUse, Result
 from clusterbench.bench.metrics import Metric, Outcome
 
 _HEADER = re.compile(r"^#\s*OSU MPI(?:-\w+)?\s+(.+?)\s+Test\s+v?(\S+)", re.M)
@@ -51,3 +55,26 @@ def osu_outcome(parsed: OsuOutput) -> Outcome:
         size, value = max(parsed.rows, key=lambda r: r[1])
         out.metrics.append(Metric("peak_bandwidth", value, unit, True, {"test": test, "bytes": size}))
     return out.check_values()
+
+
+def split_results(text: str, max_results: int) -> list[Result]:
+    """An OSU output file as one imported run, with its test and message sizes."""
+    parsed = parse_osu(text)
+    sizes = [s for s, _ in parsed.rows]
+    params = {"test": (parsed.test or "").lower()} | (
+        {"min_bytes": min(sizes), "max_bytes": max(sizes)} if sizes else {})
+    return [Result("osu", params, osu_outcome(parsed))]
+
+
+def recognise(text: str) -> bool:
+    return bool(re.search(r"^#\s*OSU MPI", text, re.M))
+
+
+SIZED = ("test", "bytes")  # a value of one test at one message size
+METRICS = (
+    MetricSpec("osu_latency_us", "us", False, SIZED, uses=(ReportUse("network", "latency", "OSU", order=30),)),
+    MetricSpec("osu_bandwidth", "MB/s", True, SIZED, uses=(ReportUse("network", "bandwidth", "OSU", order=30),)),
+    MetricSpec("latency_us", "us", False, SIZED),
+    MetricSpec("peak_bandwidth", "MB/s", True, SIZED),
+)
+FORMAT = OutputFormat("osu", recognise, split_results, title="OSU")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from clusterbench.bench.metrics import Outcome
 from clusterbench.bench.official import OFFICIAL_PLACEMENT, OfficialBinary
+from clusterbench.bench.stream import output
 from clusterbench.bench.stream.output import stream_outcome
 
 
@@ -21,6 +22,7 @@ class StreamBinary(OfficialBinary):
     env_var = "CLUSTERBENCH_STREAM"
     install_hint = ("compile McCalpin's stream.c (www.cs.virginia.edu/stream: gcc -O3 -fopenmp "
                     "-DSTREAM_ARRAY_SIZE=80000000 stream.c -o stream) and put it on PATH or in $CLUSTERBENCH_STREAM")
+    metrics = output.BINARY_METRICS  # its files import as `stream` runs (the kernel's FORMAT)
     openmp = True
     default_ranks = 1
     parameters = OFFICIAL_PLACEMENT

@@ -21,6 +21,7 @@ from pathlib import Path
 from clusterbench.bench.metrics import Metric, Outcome
 from clusterbench.bench.native import GUESS_MEMORY_BYTES_S, GUESS_START_S, KERNEL_PARAMS, NativeKernel, memory_limit
 from clusterbench.bench.params import Param
+from clusterbench.bench.stream import output
 from clusterbench.bench.stream.output import stream_outcome
 from clusterbench.errors import UserInputError
 from clusterbench.system.discover import SystemInfo
@@ -43,6 +44,8 @@ class Stream(NativeKernel):
     kernel = "stream"
     openmp = True
     default_ranks = 1
+    output_formats = (output.FORMAT,)  # an imported STREAM output is stored as a `stream` run
+    metrics = output.KERNEL_METRICS
     parameters = (
         Param("n", int, None, "elements per array (default: 4 x last-level cache, at least 1e7)", minimum=1000),
         Param("ntimes", int, 10, "repetitions of each kernel (the first is not counted)", minimum=2),

@@ -2,12 +2,18 @@
 
 STREAM's MB/s are 10^6 bytes per second, computed from the *best* of its repetitions. The
 run is valid only if STREAM printed `Solution Validates`.
+
+Declared here for the importer and the report: `FORMAT` (a STREAM output file, one imported run,
+stored as a `stream` run) and the kernels' `METRICS`: a `stream` run's are drawn in the memory
+section (`METRICS`); `stream-binary` runs declare them undrawn (`BINARY_METRICS`), as the memory
+section has always drawn only `stream` runs.
 """
 
 from __future__ import annotations
 
 import re
 
+from clusterbench.bench.declare import MetricSpec, OutputFormat, ReportUse, Result
 from clusterbench.bench.metrics import Metric, Outcome
 
 _VERSION = re.compile(r"STREAM version \$Revision:\s*([\d.]+)")
@@ -42,3 +48,24 @@ def stream_outcome(text: str) -> Outcome:
     if "Solution Validates" not in text:
         out.invalidate("STREAM did not print 'Solution Validates' (validation failed or output truncated)")
     return out.check_values()
+
+
+def split_results(text: str, max_results: int) -> list[Result]:
+    """A STREAM output file as one imported `stream` run, with its threads and array size."""
+    outcome = stream_outcome(text)
+    params = {k: outcome.facts[k] for k in ("threads", "array_size") if outcome.facts.get(k) is not None}
+    return [Result("stream", params, outcome)]
+
+
+def recognise(text: str) -> bool:
+    return "STREAM version" in text and "Triad" in text
+
+
+KERNELS = ("copy", "scale", "add", "triad")  # the memory section's table columns, in this order
+METRICS = tuple(MetricSpec(f"stream_{k}", "MB/s", True, uses=(ReportUse("memory", k),)) for k in KERNELS)
+BINARY_METRICS = tuple(MetricSpec(m.name, m.unit, m.higher_is_better, m.labels) for m in METRICS)
+# The `stream` kernel's own figures with several ranks (parsed in kernel.py): per-rank min/avg/max,
+# and the figure HPCC's StarSTREAM would print.
+KERNEL_METRICS = (*METRICS, *(MetricSpec(f"stream_{k}_per_rank", "MB/s", True, ("stat",)) for k in KERNELS),
+                  *(MetricSpec(f"stream_{k}_hpcc_star", "MB/s", True) for k in KERNELS))
+FORMAT = OutputFormat("stream", recognise, split_results, title="STREAM")

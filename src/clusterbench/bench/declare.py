@@ -1,0 +1,116 @@
+"""What a benchmark declares about itself, for the code that never runs it: the importer and the report.
+
+A benchmark package states, beside its parser (in its `output.py`):
+
+- `OutputFormat`s: how an output file of its kind is recognised by content, and how it is split
+  into `Result`s, the runs an import stores (`store/importer.py` asks the registry which format
+  a file is, never a benchmark by name);
+- `MetricSpec`s: for every metric name its unit, better direction, the labels that tell its values
+  apart within a run, and the `ReportUse`s: which report section draws it, in which role, and how
+  it is shown there (`report/*` ask the registry which metrics they draw).
+
+Its Benchmark class points at them (`output_formats`, `metrics`); `bench/registry.py` collects
+them over every registered benchmark, plugins included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from clusterbench.bench.metrics import Outcome
+
+
+@dataclass
+class Result:
+    """One result found in an output file: what ran, with which stated parameters, and its outcome."""
+
+    benchmark: str  # the benchmark name the run is stored under
+    params: dict
+    outcome: Outcome
+    started_at: str | None = None
+    ended_at: str | None = None
+    duration_s: float | None = None
+
+
+@dataclass(frozen=True)
+class OutputFormat:
+    """An output file kind: recognised by its content, split into results (one stored run each).
+
+    Formats are tried from the highest `priority` down (ties: in registry order, then in the
+    order a class lists them); a format whose files can contain another's output must be above
+    it (HPCC's output holds an HPL section). A format with no `split` is recognised and stored as
+    nothing, with `note` saying why (an HPCG log, whose results are in the HPCG report file).
+    """
+
+    kind: str  # what the import report says the file was recognised as
+    recognise: Callable[[str], bool]  # on the whole text of the file
+    split: Callable[[str, int], list[Result]] | None  # (text, most results allowed) -> results
+    title: str | None = None  # how the import names the benchmark among those it recognises; None: unlisted
+    priority: int = 0
+    note: str | None = None  # why nothing is stored from a file of this kind (split is None)
+    # Invalidate a result above 10x a given Rpeak: (outcome, Rpeak Gflop/s, what it is the Rpeak of).
+    rpeak_check: Callable[[Outcome, float, str], None] | None = None
+
+
+@dataclass(frozen=True)
+class ReportUse:
+    """Where a report section draws a metric, in which role, and how it is shown there."""
+
+    section: str  # the report section: network, memory, hpl, hpcc, energy
+    role: str  # what the section draws it as: latency, bandwidth, triad, rmax, summary, ...
+    title: str = ""  # how the section names its values: a series prefix (IMB PingPong), a row (PTRANS)
+    unit: str = ""  # the unit it is shown in ('': the metric's own); the value is converted (see `convert`)
+    where: tuple[tuple[str, object], ...] = ()  # only values whose label, when they have it, equals this
+    order: int = 0  # among the section's sources, lowest first (ties: registry order)
+
+    def selects(self, labels: dict) -> bool:
+        """Is a value with these labels drawn? (A value without the label is.)"""
+        return all(labels.get(key, wanted) == wanted for key, wanted in self.where)
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One metric a benchmark stores: its unit, better direction, identifying labels, report uses."""
+
+    name: str
+    unit: str
+    higher_is_better: bool = True
+    labels: tuple[str, ...] = ()  # the labels that tell its values within one run apart (test, bytes)
+    uses: tuple[ReportUse, ...] = ()
+
+    def use(self, section: str, role: str | None = None) -> ReportUse | None:
+        """Its use in this section (in this role), None if the section does not draw it."""
+        return next((u for u in self.uses if u.section == section and role in (None, u.role)), None)
+
+    def shown(self, use: ReportUse, unit: str | None = None) -> Callable[[float], float]:
+        """The value as `use` shows it: converted to `unit`, else the use's unit, else left as it is."""
+        return converter(self.unit, unit or use.unit or self.unit)
+
+
+# Units a report converts between: (quantity, size of the unit in the quantity's base unit).
+UNITS: dict[str, tuple[str, float]] = {
+    "B/s": ("bytes/s", 1.0), "KB/s": ("bytes/s", 1e3), "MB/s": ("bytes/s", 1e6), "GB/s": ("bytes/s", 1e9),
+    "KiB/s": ("bytes/s", 2.0**10), "MiB/s": ("bytes/s", 2.0**20), "GiB/s": ("bytes/s", 2.0**30),
+    "Mflop/s": ("flop/s", 1e6), "Gflop/s": ("flop/s", 1e9), "Tflop/s": ("flop/s", 1e12), "Pflop/s": ("flop/s", 1e15),
+    "ns": ("s", 1e-9), "us": ("s", 1e-6), "ms": ("s", 1e-3), "s": ("s", 1.0),
+}
+
+
+def converter(unit: str, to: str) -> Callable[[float], float]:
+    """value in `unit` -> value in `to` (MiB/s -> MB/s multiplies by 2^20/10^6; MB/s -> GB/s divides
+    by 1000). The factor is applied in one multiplication or division, the way a hand-written
+    conversion would, so a figure does not change by a rounding when its conversion became declared."""
+    if unit == to:
+        return lambda value: value
+    try:
+        (quantity, size), (target, target_size) = UNITS[unit], UNITS[to]
+    except KeyError:
+        raise ValueError(f"no conversion from {unit!r} to {to!r}") from None
+    if quantity != target:
+        raise ValueError(f"no conversion from {unit!r} ({quantity}) to {to!r} ({target})")
+    if size >= target_size:
+        factor = size / target_size
+        return lambda value: value * factor
+    divisor = target_size / size
+    return lambda value: value / divisor
