@@ -7,9 +7,9 @@ import pytest
 from tests.conftest import ROOT, cli, cli_json
 
 from clusterbench.bench.hpl.planner import n_for_memory
-from clusterbench.campaign.engine import Eta
 from clusterbench.campaign.expand import expand
 from clusterbench.campaign.spec import parse_campaign
+from clusterbench.execution.loop import Eta
 from clusterbench.system.discover import discover
 
 SPEC = """\

@@ -11,35 +11,65 @@ from __future__ import annotations
 
 import json
 import math
+from functools import lru_cache
 
 import pandas as pd
 
+from clusterbench.analysis.listing import no_match
 from clusterbench.errors import UserInputError
 from clusterbench.store.db import Store
 
 STATS = ("n", "mean", "std", "min", "max", "median", "ci95", "cv")
 DEFAULT_CV_WARN = 0.05
 
-# Two-sided 95% quantiles of Student's t (t_{0.975, df}), df = 1..30, then 40, 60, 120, infinity.
-_T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
-        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
-        2.052, 2.048, 2.045, 2.042]
-_T95_TAIL = [(40, 2.021), (60, 2.000), (120, 1.980), (math.inf, 1.960)]
+TABLE_MAX_DF = 120  # the last finite row of the printed t tables
 
 
+@lru_cache(maxsize=1024)
 def t95(df: int) -> float:
-    """t quantile for a 95% two-sided interval; linear in 1/df between tabulated points."""
+    """t quantile for a 95% two-sided interval (t_{0.975, df}), from scipy.
+
+    Rounded to 3 decimals up to df = 120, as the printed tables give it (12.706 for df = 1): a
+    report's interval can then be checked against any textbook. Beyond, the tables have no rows
+    (only the limit 1.960) and 3 decimals would make distinct sample sizes look alike, so the
+    value is exact."""
     if df < 1:
         return math.nan
-    if df <= len(_T95):
-        return _T95[df - 1]
-    lo_df, lo_t = 30, _T95[-1]
-    for hi_df, hi_t in _T95_TAIL:
-        if df <= hi_df:
-            x = (1 / lo_df - 1 / df) / (1 / lo_df - (0 if math.isinf(hi_df) else 1 / hi_df))
-            return lo_t + x * (hi_t - lo_t)
-        lo_df, lo_t = hi_df, hi_t
-    return 1.960  # pragma: no cover
+    from scipy.stats import t  # imported when first needed: scipy takes a while to load
+
+    value = float(t.ppf(0.975, df))
+    return round(value, 3) if df <= TABLE_MAX_DF else value
+
+
+def parse_stats(text: str | None) -> list[str]:
+    """'mean,std,cv' -> the statistics named, in that order (None: all of them)."""
+    stats = [s.strip() for s in (text or ",".join(STATS)).split(",") if s.strip()]
+    unknown = [s for s in stats if s not in STATS]
+    if unknown:
+        raise UserInputError(f"unknown statistic {unknown[0]!r}", hint="choose from " + ", ".join(STATS))
+    return stats
+
+
+def stats_table(store: Store, stats: list[str], campaign: str | None = None, benchmark: str | None = None,
+                metric: str | None = None, group_by: list[str] | None = None,
+                cv_warn: float = DEFAULT_CV_WARN) -> pd.DataFrame:
+    """`summarise` over the stored values that match, with only the `stats` asked for (ci95 with its
+    bounds). An empty selection is refused with the reason: nothing stored, or which filter."""
+    frame = metric_frame(store, campaign, benchmark, metric)
+    if frame.empty:
+        if not store.run_count():
+            raise UserInputError(f"no runs stored yet in {store.path}", hint="store some with `clusterbench run`, "
+                                 "`clusterbench campaign run` or `clusterbench import`")
+        raise no_match(store, campaign=campaign, benchmark=benchmark, metric=metric)
+    table = summarise(frame, group_by, cv_warn)
+    extra = ["ci95_low", "ci95_high"] if "ci95" in stats else []
+    return table[config_columns(table) + stats + extra + ["n_invalid", "warning"]]
+
+
+def config_columns(table: pd.DataFrame) -> list[str]:
+    """The columns of a `summarise` table that name the configuration (benchmark, metric, unit,
+    the grouped-by fields): all but the statistics, their bounds, n_invalid and the warning."""
+    return [c for c in table.columns if c not in (*STATS, "ci95_low", "ci95_high", "n_invalid", "warning")]
 
 
 def metric_frame(store: Store, campaign: str | None = None, benchmark: str | None = None,

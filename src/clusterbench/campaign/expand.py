@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from clusterbench.bench.base import Benchmark
-from clusterbench.bench.hpl.planner import n_for_memory, n_for_time
+from clusterbench.bench.hpl.planner import HPL_N_INPUTS, HPL_N_OPTIONS, hpl_n, hpl_n_problem
 from clusterbench.bench.params import Param
 from clusterbench.bench.registry import benchmark_class
 from clusterbench.campaign.spec import BenchmarkBlock, Campaign, CampaignError, CampaignSource, Location
@@ -30,10 +30,6 @@ from clusterbench.limits import exceeded, limit
 from clusterbench.plan.expr import Expression, substitute
 from clusterbench.plan.ranges import is_range, parse_int_values
 from clusterbench.system.discover import SystemInfo
-from clusterbench.units import parse_size
-
-HPL_N_OPTIONS = {"fraction", "memory", "seconds", "efficiency", "max"}
-
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, default=str)  # built once: ids are made 100,000s of times
 
@@ -198,7 +194,7 @@ def _split_params(ctx: _Block, params: dict) -> tuple[dict, dict]:
                 raise ctx.error(f"unknown hpl_n option {sorted(unknown)[0]!r}", "params", name, "hpl_n",
                                 hint="hpl_n options: " + ", ".join(sorted(HPL_N_OPTIONS)))
             for option, value in opts.items():
-                problem = _hpl_n_problem(option, value)
+                problem = hpl_n_problem(option, value)
                 if problem:
                     raise ctx.error(f"hpl_n {option}: {problem}, got {value!r}", "params", name, "hpl_n", option)
             derived[name] = ("hpl_n", opts)
@@ -223,7 +219,7 @@ def _expression(ctx: _Block, text: Any, *where: str | int) -> Expression:
 
 def _derivation_order(ctx: _Block, derived: dict, known: set[str]) -> list[str]:
     """Derived parameters in an order where each one's inputs come first (cycles refused)."""
-    deps = {name: (set(spec.names) if isinstance(spec, Expression) else {"nb", "nodes"}) & set(derived)
+    deps = {name: (set(spec.names) if isinstance(spec, Expression) else HPL_N_INPUTS) & set(derived)
             for name, spec in derived.items()}
     order: list[str] = []
     while deps:
@@ -243,53 +239,9 @@ def _derive(ctx: _Block, name: str, spec: Any, scope: dict, system: SystemInfo) 
     try:
         if isinstance(spec, Expression):
             return spec.evaluate(scope)
-        return _hpl_n(spec[1], scope, system)
+        return hpl_n(spec[1], scope, system)
     except UserInputError as exc:
         raise ctx.error(exc.message, *where, hint=exc.hint) from None
-
-
-def _hpl_n_problem(option: str, value: Any) -> str | None:
-    """What is wrong with one hpl_n option's value (None: nothing), checked before any point."""
-    number = isinstance(value, int | float) and not isinstance(value, bool)
-    if option == "memory":
-        if not isinstance(value, str):
-            return "must be a size such as 4GiB"
-        try:
-            return None if parse_size(value) > 0 else "must be a positive size"
-        except UserInputError as exc:
-            return exc.message
-    if not number or not math.isfinite(value):
-        return "must be a finite number"
-    if option in ("fraction", "efficiency") and not 0 < value <= 1:
-        return "must be in (0, 1]"
-    if option == "seconds" and value <= 0:
-        return "must be a positive number of seconds"
-    if option == "max" and (not float(value).is_integer() or value < 1):
-        return "must be a whole number of at least 1"
-    return None
-
-
-def _hpl_n(opts: dict, scope: dict, system: SystemInfo) -> int:
-    """N for this point's NB and node count, from memory (fraction) or a solve time (seconds)."""
-    nb = scope.get("nb")
-    if not isinstance(nb, int) or nb <= 0:
-        raise UserInputError("hpl_n needs a positive integer nb in the point")
-    nodes = scope.get("nodes", 1)
-    if "seconds" in opts:
-        rpeak = (system.rpeak_node_gflops or 0) * nodes
-        if rpeak <= 0:
-            raise UserInputError("hpl_n with seconds needs a known Rpeak of the node")
-        n = n_for_time(float(opts["seconds"]), rpeak, float(opts.get("efficiency", 0.75)), nb)
-    else:
-        memory = parse_size(opts["memory"]) if "memory" in opts else system.memory_bytes()
-        if not memory:
-            raise UserInputError("hpl_n needs the node's memory: give memory: 4GiB")
-        n = n_for_memory(memory * nodes, float(opts.get("fraction", 0.8)), nb)
-    if "max" in opts:
-        n = min(n, int(opts["max"]) // nb * nb)
-    if n <= 0:
-        raise UserInputError(f"hpl_n gives N={n} for NB={nb}: too little memory or time")
-    return n
 
 
 def _point_checker(ctx: _Block, cls: type[Benchmark], declared: dict[str, Param],

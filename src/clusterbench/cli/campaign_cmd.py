@@ -21,71 +21,25 @@ app.add_typer(campaign_app, name="campaign")
 FileArg = Annotated[Path, typer.Argument(help="Campaign file (YAML, see docs/campaigns.md).")]
 
 
-def load_runs(path: Path, preflight: bool = False, force: bool = False, quiet: bool = False,
-              lock: ExitStack | None = None):
-    """Parse, validate and expand a campaign; errors exit with code 2. A campaign with a
-    cluster: section is planned for its compute nodes (facts gathered over ssh), and with
-    `preflight` the nodes are checked first: inconsistencies stop it (exit 1) unless `force`.
-    With `lock`, the campaign's lock is taken into it as soon as the name is known (before the
-    slow steps), so a second runner of the same campaign stops at once (exit 1)."""
-    from clusterbench.campaign.expand import expand
-    from clusterbench.campaign.spec import CampaignError, load_campaign
-    from clusterbench.campaign.where import site_from_section, system_from_facts
-    from clusterbench.cluster.facts import gather
-    from clusterbench.errors import UserInputError
-    from clusterbench.system.discover import discover
+def _load(path: Path, preflight: bool = False, force: bool = False, quiet: bool = False,
+          lock: ExitStack | None = None):
+    """The campaign set up (campaign.load.load_runs: errors exit with code 2); with `preflight`,
+    its nodes checked first, with progress: inconsistencies stop it (exit 1) unless `force`."""
+    from clusterbench.campaign.load import load_runs, preflight_target
 
-    campaign, source = load_campaign(path)
-    if lock is not None:
-        from clusterbench.campaign.engine import campaign_lock
-        from clusterbench.store.db import default_db_path
-
-        lock.enter_context(campaign_lock(default_db_path(), campaign.name, strict=False))
-    info = discover()
-    try:
-        site = site_from_section(campaign.cluster)
-    except UserInputError as exc:
-        raise CampaignError(exc.message, source, ("cluster",), hint=exc.hint) from None
-    system = info
-    if site.inventory:  # only mpirun and slurm sites have one
-        system = system_from_facts(gather(site.inventory.names), info)
-    runs = expand(campaign, source, system)
-    _check_node_counts(runs, site, source)
-    if preflight and site.inventory and campaign.cluster.preflight:
+    loaded = load_runs(path, lock)
+    target = preflight_target(loaded) if preflight else None
+    if target:
         from clusterbench.cli.cluster_cmd import print_preflight, run_preflight
-        from clusterbench.launch.hosts import Inventory
 
-        nodes = max((r.params.get("nodes") or 1 for r in runs), default=1)
-        inv = Inventory(site.inventory.first(nodes), site.inventory.source)
-        mpis = tuple(sorted({r.params["mpi"] for r in runs if r.params.get("mpi")})) or (None,)
-        result = run_preflight(inv, binaries_of(runs), quiet=quiet, mpis=mpis)
+        result = run_preflight(target.inventory, target.binaries, quiet=quiet, mpis=target.mpis)
         if not result.ok:
-            print_preflight(result, inv)
+            print_preflight(result, target.inventory)
             if not force:
                 err_console.print("[red]preflight failed[/]: the campaign did not start. Fix the nodes above, "
                                   "or run with --force to start anyway.")
                 raise typer.Exit(1)
-    return campaign, runs, system, site
-
-
-def _check_node_counts(runs, site, source) -> None:
-    from clusterbench.campaign.spec import CampaignError
-
-    limit = site.max_nodes()
-    for run in runs:
-        nodes = run.params.get("nodes") or 1
-        if limit is not None and nodes > limit:
-            where = "this machine" if site.launcher == "local" else f"the {limit} host(s) of cluster.hosts"
-            raise CampaignError(f"block {run.block!r} asks for nodes={nodes}, more than {where}", source,
-                                ("cluster",), hint="lower nodes:, or list more hosts in cluster.hosts")
-
-
-def binaries_of(runs) -> list[str]:
-    """The benchmark binaries the campaign will start (their checksums must match on every node)."""
-    from clusterbench.campaign.engine import block_instances
-
-    found = (getattr(bench, "binary", None) for bench in block_instances(runs))
-    return list(dict.fromkeys(str(b) for b in found if b))
+    return loaded
 
 
 def _fmt(seconds: float | None) -> str:
@@ -101,23 +55,16 @@ def _key_params(params: dict) -> str:
 
 def plan_campaign(path: Path, as_json: bool) -> None:
     """The dry run behind `clusterbench plan FILE`: every run, its state, the time it needs."""
-    from clusterbench.campaign.engine import finished_ids
-    from clusterbench.campaign.expand import total_estimate
+    from clusterbench.campaign.dryrun import dry_run
 
-    campaign, runs, _, _ = load_runs(path)
+    loaded = _load(path)
     with open_store() as store:
-        done = finished_ids(store, runs)
-    pending = [r for r in runs if r.id not in done]
-    est, unknown = total_estimate(pending)
+        plan = dry_run(store, loaded.campaign.name, loaded.runs)
     if as_json:
-        print(json.dumps({"campaign": campaign.name, "runs": len(runs), "done": len(done),
-                          "pending_estimate_s": est, "runs_without_estimate": unknown,
-                          "plan": [{"id": r.id, "block": r.block, "benchmark": r.benchmark, "repeat": r.repeat,
-                                    "params": r.params, "env": r.env, "timeout_s": r.timeout_s,
-                                    "estimate_s": r.estimate_s, "done": r.id in done} for r in runs]},
-                         indent=2, default=str))
+        print(json.dumps(plan.to_dict(), indent=2, default=str))
         return
-    table = Table(title=f"campaign {campaign.name}: {len(runs)} runs, {len(done)} already stored",
+    runs, done = plan.runs, plan.done
+    table = Table(title=f"campaign {plan.campaign}: {len(runs)} runs, {len(done)} already stored",
                   title_justify="left")
     for col in ("#", "run id", "block", "rep", "parameters", "est.", "state"):
         table.add_column(col, overflow="fold")
@@ -125,9 +72,10 @@ def plan_campaign(path: Path, as_json: bool) -> None:
         table.add_row(str(i), r.id, r.block, str(r.repeat), escape(_key_params(r.params)), _fmt(r.estimate_s),
                       "[green]stored[/]" if r.id in done else "pending")
     console.print(table)
+    unknown = plan.without_estimate
     tail = f" (+ {unknown} run(s) without an estimate)" if unknown else ""
-    console.print(f"{len(pending)} run(s) to do, estimated {_fmt(est)}{tail} before learning from "
-                  "measured durations. Start with: clusterbench campaign run " + escape(str(path)))
+    console.print(f"{len(plan.pending)} run(s) to do, estimated {_fmt(plan.pending_estimate_s)}{tail} before "
+                  "learning from measured durations. Start with: clusterbench campaign run " + escape(str(path)))
 
 
 class ProgressReporter:
@@ -190,9 +138,9 @@ def campaign_run(
 
     spread_s = parse_duration(spread, "--spread") if spread else None
     with ExitStack() as lock:
-        campaign, runs, info, site = load_runs(file, preflight=True, force=force, quiet=as_json, lock=lock)
+        loaded = _load(file, preflight=True, force=force, quiet=as_json, lock=lock)
         try:
-            outcome = _run(file, campaign, runs, info, site, spread_s, retry_failed, as_json)
+            outcome = _run(loaded, spread_s, retry_failed, as_json)
         except Exception as exc:  # a full disk outside a run (opening or writing the store)
             from clusterbench.execution.executor import disk_full, disk_full_error
             from clusterbench.store.db import default_db_path
@@ -200,6 +148,7 @@ def campaign_run(
             if not disk_full(exc):
                 raise
             raise disk_full_error(default_db_path(), exc, "while writing the store", None, None) from None
+    campaign = loaded.campaign
     counts = {s: outcome.count(s) for s in ("ok", "invalid", "failed", "timeout")}
     if as_json:
         print(json.dumps({"campaign": campaign.name, "runs": outcome.total, "skipped": outcome.skipped,
@@ -210,17 +159,18 @@ def campaign_run(
     console.print(f"statistics: clusterbench results --campaign {escape(campaign.name)} --stat mean,std,cv")
 
 
-def _run(file, campaign, runs, info, site, spread_s, retry_failed, as_json):
+def _run(loaded, spread_s, retry_failed, as_json):
     from clusterbench.campaign.engine import run_campaign
+    from clusterbench.campaign.load import record
 
     with open_store() as store:
-        store.save_system(info.fingerprint(), info.topology.hostname, info.fingerprint_facts(), info.to_dict())
-        store.save_campaign(campaign.name, str(file), file.read_text(), campaign.description)
+        record(store, loaded)
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       TextColumn("{task.fields[eta]}"), console=console, disable=as_json) as progress:
             reporter = ProgressReporter(progress, as_json)
             try:
-                return run_campaign(store, runs, info.fingerprint(), reporter, spread_s, retry_failed, site)
+                return run_campaign(store, loaded.runs, loaded.system.fingerprint(), reporter, spread_s,
+                                    retry_failed, loaded.site)
             except KeyboardInterrupt:
                 progress.stop()
                 err_console.print(f"[yellow]interrupted[/]: {reporter.finished} run(s) finished in this session "

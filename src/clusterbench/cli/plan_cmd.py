@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from clusterbench.bench.hpl.planner import DEFAULT_EFFICIENCY, DEFAULT_MEMORY_FRACTION
 from clusterbench.bench.params import MAX_COUNT, MAX_N
 from clusterbench.cli.app import app, console
 from clusterbench.errors import UserInputError
@@ -35,11 +36,12 @@ def plan(
     memory: Annotated[str | None, typer.Option(
         help="Memory per node (4GiB, 16GB, ...). Default: MemTotal of this machine.")] = None,
     nb: Annotated[str, typer.Option(help="Block sizes: 192, 64,128 or a range 32..256:8.")] = "64..256:32",
-    fraction: Annotated[float, typer.Option(help="Fraction of memory the matrix fills.")] = 0.8,
+    fraction: Annotated[float, typer.Option(help="Fraction of memory the matrix fills.")] = DEFAULT_MEMORY_FRACTION,
     time_budget: Annotated[str | None, typer.Option(
         "--time", help="Size N for this solve time instead (e.g. 10m), from Rpeak x efficiency.")] = None,
     efficiency: Annotated[float | None, typer.Option(
-        help="Expected Rmax/Rpeak for --time (default: learned from stored runs, else 0.75).")] = None,
+        help=f"Expected Rmax/Rpeak for --time (default: learned from stored runs, else {DEFAULT_EFFICIENCY})."
+    )] = None,
     layout: Annotated[LayoutName, typer.Option(help="Rank/thread layout.")] = LayoutName.mpi,
     ranks: Annotated[int | None, typer.Option(help="MPI ranks (default: from the layout).", min=1, max=MAX_COUNT)]
     = None,
@@ -57,8 +59,8 @@ def plan(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")] = False,
 ) -> None:
     """Plan HPL (N per NB, grids, layouts, input files), or list a campaign file's runs and time."""
-    from clusterbench.bench.hpl import planner as H
-    from clusterbench.bench.hpl.input import HplInput, render_hpccinf, render_hpl_dat
+    from clusterbench.analysis.efficiency import learned_hpl_efficiency
+    from clusterbench.bench.hpl.planner import plan_hpl
     from clusterbench.plan.ranges import parse_int_values
     from clusterbench.system.discover import discover, system_from_file
     from clusterbench.units import format_bytes, parse_duration, parse_size
@@ -73,7 +75,8 @@ def plan(
     if nodes <= 0:
         raise UserInputError(f"--nodes must be positive, got {nodes}")
     if efficiency is not None and not 0 < efficiency <= 1:
-        raise UserInputError(f"--efficiency must be in (0, 1], got {efficiency}", hint="0.75 is typical for HPL")
+        raise UserInputError(f"--efficiency must be in (0, 1], got {efficiency}",
+                             hint=f"{DEFAULT_EFFICIENCY} is typical for HPL")
     if not 0 < fraction <= 1:
         raise UserInputError(f"--fraction must be in (0, 1], got {fraction}",
                              hint="0.8 fills 80% of memory with the matrix")
@@ -83,83 +86,34 @@ def plan(
     if any(v <= 0 for v in nbs):
         raise UserInputError("NB values must be positive")
     info = system_from_file(from_file, nodes=nodes) if from_file else discover(nodes=nodes, with_software=False)
-    per_node = parse_size(memory, "--memory") if memory else info.memory_bytes()
-    if not per_node:
-        raise UserInputError("memory per node unknown", hint="give --memory, e.g. --memory 4GiB")
-    usable = H.usable_memory([per_node] * nodes)
-    topo = info.topology
-    lay = H.layouts(nodes, topo.sockets, topo.cores_per_socket)[layout.value]
-    rank_count = ranks or lay.ranks
-    grid_list = H.grids(rank_count, ethernet=interconnect == Interconnect.ethernet)
-    rpeak = info.rpeak_total_gflops
-    eff = efficiency if efficiency is not None else _learned_efficiency(info) or 0.75
-
-    rows = []
-    for block in nbs:
-        if n is not None:
-            size = n
-        elif time_budget:
-            if not rpeak:
-                raise UserInputError("Rpeak unknown, cannot size N from time",
-                                     hint="give --flops-per-cycle/--frequency via `clusterbench system`")
-            size = min(H.n_for_time(parse_duration(time_budget, "--time"), rpeak, eff, block),
-                       H.n_for_memory(usable, fraction, block))
-        else:
-            size = H.n_for_memory(usable, fraction, block)
-        need = H.matrix_bytes(size)
-        est = H.hpl_flops(size) / (rpeak * 1e9 * eff) if rpeak else None
-        rows.append({"nb": block, "n": size, "matrix_bytes": need, "memory_fraction": need / usable,
-                     "estimated_s": est})
-    grid = (p, q) if p is not None else grid_list[0]
-    for row in rows:
-        H.check_problem(row["n"], row["nb"], grid[0], grid[1], rank_count, usable)
-
-    if write_hpl_dat or write_hpccinf:
-        n_all = min(r["n"] for r in rows)
-        inp = HplInput(ns=[n_all], nbs=nbs, grids=[grid])
-        if write_hpl_dat:
-            write_hpl_dat.write_text(render_hpl_dat(inp))
-        if write_hpccinf:
-            inp.device_out = 8
-            write_hpccinf.write_text(render_hpccinf(inp))
+    per_node = parse_size(memory, "--memory") if memory else None
+    seconds = parse_duration(time_budget, "--time") if time_budget and n is None else None
+    eff = efficiency if efficiency is not None else learned_hpl_efficiency(info)
+    result = plan_hpl(info, nbs, nodes, per_node, fraction, seconds, eff, layout.value, ranks,
+                      interconnect == Interconnect.ethernet, n, (p, q) if p is not None else None)
+    for path, text in ((write_hpl_dat, result.hpl_dat), (write_hpccinf, result.hpccinf)):
+        if path:
+            path.write_text(text())
 
     if as_json:
-        print(json.dumps({"nodes": nodes, "memory_per_node_bytes": per_node, "usable_bytes": usable,
-                          "fraction": fraction, "ranks": rank_count, "layout": lay.__dict__,
-                          "grids": [f"{a}x{b}" for a, b in grid_list], "rpeak_gflops": rpeak,
-                          "efficiency": eff, "rows": rows}, indent=2))
+        print(json.dumps(result.to_dict(), indent=2))
         return
-    title = (f"HPL plan: {nodes} node(s) x {format_bytes(per_node)}, "
+    title = (f"HPL plan: {nodes} node(s) x {format_bytes(result.memory_per_node_bytes)}, "
              + (f"N from a {time_budget} budget" if time_budget else f"fraction {fraction} of memory")
              + " — N = floor(sqrt(f*M/8)/NB)*NB")
     table = Table(title=title, title_justify="left")
     for col in ("NB", "N", "matrix", "% of memory", "est. HPL time"):
         table.add_column(col, justify="right")
-    for r in rows:
-        table.add_row(str(r["nb"]), str(r["n"]), format_bytes(r["matrix_bytes"]),
-                      f"{100 * r['memory_fraction']:.1f}%",
-                      f"{r['estimated_s']:.0f} s" if r["estimated_s"] else "?")
+    for r in result.rows:
+        table.add_row(str(r.nb), str(r.n), format_bytes(r.matrix_bytes), f"{100 * r.memory_fraction:.1f}%",
+                      f"{r.estimated_s:.0f} s" if r.estimated_s else "?")
     console.print(table)
-    console.print(f"Layout [bold]{lay.name}[/]: {rank_count} ranks x {lay.threads_per_rank} thread(s); "
-                  f"grids (best first): {', '.join(f'{a}x{b}' for a, b in grid_list)}")
-    if rpeak:
-        console.print(f"Rpeak {rpeak:.1f} Gflop/s; time estimates assume {eff:.0%} efficiency.")
+    lay = result.layout
+    console.print(f"Layout [bold]{lay.name}[/]: {result.ranks} ranks x {lay.threads_per_rank} thread(s); "
+                  f"grids (best first): {', '.join(f'{a}x{b}' for a, b in result.grids)}")
+    if result.rpeak_gflops:
+        console.print(f"Rpeak {result.rpeak_gflops:.1f} Gflop/s; time estimates assume {result.efficiency:.0%} "
+                      "efficiency.")
     for path in (write_hpl_dat, write_hpccinf):
         if path:
             console.print(f"wrote {path}")
-
-
-def _learned_efficiency(info) -> float | None:
-    """Median Rmax/Rpeak of valid stored HPL results on this system, if any."""
-    from clusterbench.cli.app import open_store
-
-    rpeak = info.rpeak_total_gflops
-    if not rpeak or info.software is None and info.memory is None:
-        return None
-    try:
-        with open_store(read_only=True) as store:
-            rows = store.metric_rows("hpl_gflops", system_id=info.fingerprint(), valid_only=True)
-    except Exception:  # noqa: BLE001 - an unreadable store must not stop planning
-        return None
-    values = sorted(r["value"] / rpeak for r in rows)
-    return values[len(values) // 2] if values else None

@@ -16,7 +16,7 @@ from rich.table import Table
 from clusterbench.cli.app import app, console, open_store
 from clusterbench.errors import UserInputError
 
-SELECTION_HELP = ("Runs to include: campaign names, key=value tags or run ids (or campaign:, tag:, run:, "
+WHICH_RUNS_HELP = ("Runs to include: campaign names, key=value tags or run ids (or campaign:, tag:, run:, "
                   "source:, benchmark: terms). Default: every stored run.")
 
 
@@ -27,7 +27,7 @@ class Test(str, Enum):
 
 @app.command()
 def report(
-    selection: Annotated[list[str] | None, typer.Argument(help=SELECTION_HELP, show_default=False)] = None,
+    selection: Annotated[list[str] | None, typer.Argument(help=WHICH_RUNS_HELP, show_default=False)] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for report.html, report.md and the CSV/SVG files.")]
         = Path("clusterbench-report"),
     title: Annotated[str | None, typer.Option(help="Title of the report.")] = None,

@@ -547,6 +547,17 @@ class Store:
             sql += " AND m.valid=1 AND r.valid=1"
         return self.conn.execute(sql + " ORDER BY r.started_at, m.id", args).fetchall()
 
+    def hpcc_history(self, system_id: str, limit: int = 5) -> list[tuple[int, float, float, float]]:
+        """(N, total s, HPL s, HPL Gflop/s) of the last `limit` ok HPCC runs on this system, newest
+        first: what HpccTimeModel.learned fits a time budget with. Runs missing a figure are left out."""
+        rows = self.conn.execute(
+            "SELECT r.params, r.duration_s,"
+            " (SELECT value FROM metrics WHERE run_id=r.id AND name='HPL_time') AS hpl_s,"
+            " (SELECT value FROM metrics WHERE run_id=r.id AND name='hpl_gflops') AS gflops"
+            " FROM runs r WHERE r.benchmark='hpcc' AND r.system_id=? AND r.status='ok'"
+            " ORDER BY r.started_at DESC LIMIT ?", (system_id, int(limit))).fetchall()
+        return [(int(json.loads(r["params"])["n"]), float(r["duration_s"]), float(r["hpl_s"]),
+                 float(r["gflops"])) for r in rows if r["hpl_s"] and r["gflops"] and r["duration_s"]]
 
     def all_runs(self) -> list[sqlite3.Row]:
         """Every run, oldest first: what selections (reports, comparisons) filter."""

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from clusterbench.bench.hpl.planner import hpl_flops
+from clusterbench.bench.hpl.planner import DEFAULT_EFFICIENCY, hpl_flops  # HPL's assumed efficiency, one value
 
 DEFAULT_OTHER_COEFF = 2.2e-8
 OTHER_EXPONENT = 2.4
 STARTUP_S = 2.0
-DEFAULT_EFFICIENCY = 0.75
 
 
 @dataclass

@@ -4,17 +4,32 @@ The memory rule is applied to the *element count*: the matrix holds N^2 doubles 
 so filling a fraction f of memory M gives N = sqrt(f * M / 8). Applying f to sqrt(M/8)
 instead (as some published scripts did) fills only f^2 of memory: 64% for f = 0.8.
 N is then rounded down to a multiple of NB so that every block is full.
+
+Here too are the two users of these rules: `plan_hpl`, the table behind `clusterbench plan hpl`,
+and `hpl_n`, a campaign's derived `n: {hpl_n: {...}}`; both size N the same way, from memory
+or from a solve time at an assumed efficiency.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
+from clusterbench.bench.hpl.input import HplInput, render_hpccinf, render_hpl_dat
 from clusterbench.errors import UserInputError
+from clusterbench.units import parse_size
+
+if TYPE_CHECKING:
+    from clusterbench.system.discover import SystemInfo
 
 BYTES_PER_DOUBLE = 8
+# Rmax/Rpeak assumed when nothing better is known (no stored run): typical of HPL on one node with
+# a tuned BLAS. Time estimates of HPL and HPCC, and N sized from a solve time, all assume it.
+DEFAULT_EFFICIENCY = 0.75
+DEFAULT_MEMORY_FRACTION = 0.8  # of memory the matrix fills: the rest is left to the OS and MPI
 
 
 def hpl_flops(n: int) -> float:
@@ -120,3 +135,142 @@ def check_problem(n: int, nb: int, p: int, q: int, ranks: int,
                 f"N={n} needs {need / 2**30:.1f} GiB for the matrix, more than the "
                 f"{limit / 2**30:.1f} GiB usable ({int(headroom * 100)}% headroom kept)",
                 hint=f"the largest N that fits with NB={nb} is {biggest}")
+
+
+# ---------------------------------------------------------------- the plan of `clusterbench plan hpl`
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    """One NB of a plan: its N, the matrix's size and share of the usable memory, the solve time."""
+
+    nb: int
+    n: int
+    matrix_bytes: int
+    memory_fraction: float
+    estimated_s: float | None
+
+
+@dataclass
+class HplPlan:
+    """An HPL problem per NB on a layout and grid, every one already checked (`check_problem`)."""
+
+    nodes: int
+    memory_per_node_bytes: int
+    usable_bytes: int
+    fraction: float
+    ranks: int
+    layout: Layout
+    grids: list[tuple[int, int]]  # every P x Q for the ranks, best first
+    grid: tuple[int, int]  # the one checked and written to the input files
+    rpeak_gflops: float | None
+    efficiency: float
+    rows: list[PlanRow]
+
+    def to_dict(self) -> dict:
+        """The plan as `plan hpl --json` prints it."""
+        return {"nodes": self.nodes, "memory_per_node_bytes": self.memory_per_node_bytes,
+                "usable_bytes": self.usable_bytes, "fraction": self.fraction, "ranks": self.ranks,
+                "layout": asdict(self.layout), "grids": [f"{a}x{b}" for a, b in self.grids],
+                "rpeak_gflops": self.rpeak_gflops, "efficiency": self.efficiency,
+                "rows": [asdict(r) for r in self.rows]}
+
+    def hpl_input(self) -> HplInput:
+        """Every NB on the chosen grid, with the smallest N of the rows: one that fits for all."""
+        return HplInput(ns=[min(r.n for r in self.rows)], nbs=[r.nb for r in self.rows], grids=[self.grid])
+
+    def hpl_dat(self) -> str:
+        return render_hpl_dat(self.hpl_input())
+
+    def hpccinf(self) -> str:
+        inp = self.hpl_input()
+        inp.device_out = 8  # a file: HPCC writes its own report (hpccoutf.txt), not to stdout
+        return render_hpccinf(inp)
+
+
+def plan_hpl(system: SystemInfo, nbs: list[int], nodes: int = 1, memory_per_node: int | None = None,
+             fraction: float = DEFAULT_MEMORY_FRACTION, seconds: float | None = None,
+             efficiency: float | None = None, layout: str = "mpi", ranks: int | None = None,
+             ethernet: bool = False, n: int | None = None, grid: tuple[int, int] | None = None) -> HplPlan:
+    """N for each NB (`n` as given, else sized for a solve time of `seconds`, else for a `fraction`
+    of memory), on the ranks of `layout` (or `ranks`) and the best grid (or `grid`). Every problem
+    is checked before the plan is returned, so nothing is written for one HPL would refuse.
+    `memory_per_node` defaults to the system's; `efficiency` to DEFAULT_EFFICIENCY."""
+    per_node = memory_per_node if memory_per_node is not None else system.memory_bytes()
+    if not per_node:
+        raise UserInputError("memory per node unknown", hint="give --memory, e.g. --memory 4GiB")
+    usable = usable_memory([per_node] * nodes)
+    topo = system.topology
+    lay = layouts(nodes, topo.sockets, topo.cores_per_socket)[layout]
+    rank_count = ranks or lay.ranks
+    grid_list = grids(rank_count, ethernet=ethernet)
+    rpeak = system.rpeak_total_gflops
+    eff = efficiency or DEFAULT_EFFICIENCY
+    if n is None and seconds is not None and not rpeak:
+        raise UserInputError("Rpeak unknown, cannot size N from time",
+                             hint="give --flops-per-cycle/--frequency via `clusterbench system`")
+    rows = []
+    for nb in nbs:
+        if n is not None:
+            size = n
+        elif seconds is not None:
+            size = min(n_for_time(seconds, rpeak, eff, nb), n_for_memory(usable, fraction, nb))
+        else:
+            size = n_for_memory(usable, fraction, nb)
+        need = matrix_bytes(size)
+        est = hpl_flops(size) / (rpeak * 1e9 * eff) if rpeak else None
+        rows.append(PlanRow(nb, size, need, need / usable, est))
+    chosen = grid or grid_list[0]
+    for row in rows:
+        check_problem(row.n, row.nb, chosen[0], chosen[1], rank_count, usable)
+    return HplPlan(nodes, per_node, usable, fraction, rank_count, lay, grid_list, chosen, rpeak, eff, rows)
+
+
+# ---------------------------------------------------------------- a campaign's `n: {hpl_n: {...}}`
+
+HPL_N_OPTIONS = {"fraction", "memory", "seconds", "efficiency", "max"}
+HPL_N_INPUTS = {"nb", "nodes"}  # the point's values hpl_n reads: derived ones are computed first
+
+
+def hpl_n_problem(option: str, value: Any) -> str | None:
+    """What is wrong with one hpl_n option's value (None: nothing), checked before any point."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if option == "memory":
+        if not isinstance(value, str):
+            return "must be a size such as 4GiB"
+        try:
+            return None if parse_size(value) > 0 else "must be a positive size"
+        except UserInputError as exc:
+            return exc.message
+    if not number or not math.isfinite(value):
+        return "must be a finite number"
+    if option in ("fraction", "efficiency") and not 0 < value <= 1:
+        return "must be in (0, 1]"
+    if option == "seconds" and value <= 0:
+        return "must be a positive number of seconds"
+    if option == "max" and (not float(value).is_integer() or value < 1):
+        return "must be a whole number of at least 1"
+    return None
+
+
+def hpl_n(opts: Mapping[str, Any], point: Mapping[str, Any], system: SystemInfo) -> int:
+    """N for this point's NB and node count, from memory (fraction) or a solve time (seconds)."""
+    nb = point.get("nb")
+    if not isinstance(nb, int) or nb <= 0:
+        raise UserInputError("hpl_n needs a positive integer nb in the point")
+    nodes = point.get("nodes", 1)
+    if "seconds" in opts:
+        rpeak = (system.rpeak_node_gflops or 0) * nodes
+        if rpeak <= 0:
+            raise UserInputError("hpl_n with seconds needs a known Rpeak of the node")
+        n = n_for_time(float(opts["seconds"]), rpeak, float(opts.get("efficiency", DEFAULT_EFFICIENCY)), nb)
+    else:
+        memory = parse_size(opts["memory"]) if "memory" in opts else system.memory_bytes()
+        if not memory:
+            raise UserInputError("hpl_n needs the node's memory: give memory: 4GiB")
+        n = n_for_memory(memory * nodes, float(opts.get("fraction", DEFAULT_MEMORY_FRACTION)), nb)
+    if "max" in opts:
+        n = min(n, int(opts["max"]) // nb * nb)
+    if n <= 0:
+        raise UserInputError(f"hpl_n gives N={n} for NB={nb}: too little memory or time")
+    return n

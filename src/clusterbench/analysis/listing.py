@@ -1,0 +1,116 @@
+"""Stored runs as `clusterbench results` lists and exports them, and why a filter matched nothing.
+
+An export has one record per metric value, with its run's identity, status and parameters, so
+that a spreadsheet or a script needs no join. A listing that comes back empty although runs are
+stored says which filter value is stored nowhere (with the close names that are), since a typo
+in a campaign or metric name is the usual cause.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import sqlite3
+from dataclasses import dataclass
+
+from clusterbench.errors import UserInputError
+from clusterbench.store.db import Store, decoded_run
+
+
+def as_bool(value) -> bool | None:
+    """A stored 0/1 flag; None (not judged, e.g. a run still running) stays None."""
+    return None if value is None else bool(value)
+
+
+@dataclass
+class Listing:
+    runs: list[sqlite3.Row]  # newest first
+    records: list[dict]  # one per metric value of those runs (only `metric`'s when given)
+
+
+def list_runs(store: Store, benchmark: str | None = None, campaign: str | None = None, status: str | None = None,
+              metric: str | None = None, limit: int | None = None) -> Listing:
+    """The newest `limit` runs (None: all) that match, and their metric values as export records."""
+    rows = store.runs(benchmark=benchmark, campaign=campaign, status=status, limit=limit)
+    if not rows and (campaign, benchmark, status) != (None, None, None) and store.run_count():
+        raise no_match(store, campaign=campaign, benchmark=benchmark, status=status)
+    records = []
+    for r in rows:
+        for m in store.metrics(r["id"]):
+            if metric and m["name"] != metric:
+                continue
+            records.append({
+                "run_id": r["id"], "benchmark": r["benchmark"], "campaign": r["campaign"],
+                "status": r["status"], "run_valid": as_bool(r["valid"]), "started_at": r["started_at"],
+                "params": json.loads(r["params"]), "metric": m["name"], "value": m["value"],
+                "unit": m["unit"], "labels": json.loads(m["labels"]), "metric_valid": bool(m["valid"]),
+            })
+    if metric and rows and not records:
+        names = store.metric_names(r["id"] for r in rows)
+        newest = f"the {len(rows)} newest " if limit and len(rows) == limit else ""
+        raise UserInputError(f"no metric {metric!r} in {newest}runs that match",
+                             hint=("--limit 0 looks at every run; " if newest else "")
+                             + suggest(metric, names, "their metrics"))
+    return Listing(rows, records)
+
+
+def headline(store: Store, run_id: str) -> str:
+    """The figure a reader wants first: the best valid HPL Gflop/s, else the first metric."""
+    ms = store.metrics(run_id)
+    hpl = [m for m in ms if m["name"] == "hpl_gflops" and m["valid"]]
+    if hpl:
+        return f"HPL {max(m['value'] for m in hpl):.2f} Gflop/s"
+    if ms:
+        return f"{ms[0]['name']} {ms[0]['value']:.4g} {ms[0]['unit']}"
+    return "-"
+
+
+@dataclass
+class RunDetails:
+    """One run in full: its row, its metric values and its stored outputs."""
+
+    row: sqlite3.Row
+    metrics: list[sqlite3.Row]
+    artifacts: list[dict]
+
+    def to_dict(self) -> dict:
+        """The run as `results RUN_ID --format json` prints it: JSON columns and labels decoded."""
+        data = decoded_run(self.row)
+        data["metrics"] = [dict(m) | {"labels": json.loads(m["labels"])} for m in self.metrics]
+        data["artifacts"] = self.artifacts
+        return data
+
+
+def run_details(store: Store, run_id: str) -> RunDetails:
+    row = store.run(run_id)
+    if row is None:
+        raise UserInputError(f"no run with id {run_id!r}", hint="list run ids with `clusterbench results`")
+    return RunDetails(row, store.metrics(run_id), [dict(a) for a in store.artifacts(run_id)])
+
+
+def no_match(store: Store, **filters: str | None) -> UserInputError:
+    """Why a filtered listing is empty although runs are stored: the filter whose value is stored
+    nowhere, with the values that are; else the combination."""
+    given = {name: value for name, value in filters.items() if value is not None}
+    for name, value in given.items():
+        known = store.metric_names() if name == "metric" else store.distinct(name)
+        if value not in known:
+            plural = {"status": "statuses"}.get(name, name + "s")
+            return UserInputError(f"no run matches {name} {value!r} ({store.run_count()} runs are stored)",
+                                  hint=suggest(value, known, f"stored {plural}") if known else f"no run has a {name}")
+    if not given:
+        return UserInputError(f"no metric values stored ({store.run_count()} runs are stored, none with metrics)",
+                              hint="list the runs and their status with `clusterbench results`")
+    terms = " and ".join(f"{name} {value!r}" for name, value in given.items())
+    return UserInputError(f"no run matches {terms} together (each alone matches runs)",
+                          hint="see what each holds: `clusterbench campaign list`, "
+                               "`clusterbench results --campaign NAME`")
+
+
+def suggest(value: str, known: list[str], what: str, most: int = 20) -> str:
+    """'did you mean ...' for close names, else the first `most` of them."""
+    close = difflib.get_close_matches(value, known, n=5, cutoff=0.6)
+    if close:
+        return f"did you mean {' or '.join(repr(c) for c in close)}? ({len(known)} {what.split()[-1]} in all)"
+    shown = ", ".join(known[:most])
+    return f"{what}: {shown}" + (f" and {len(known) - most} more" if len(known) > most else "")
