@@ -99,6 +99,6 @@ def binaries_of(runs: list[PlannedRun]) -> list[str]:
 def record(store: Store, loaded: LoadedCampaign) -> None:
     """The system and the campaign file as they are when it runs: the provenance of its runs."""
     info = loaded.system
-    store.save_system(info.fingerprint(), info.topology.hostname, info.fingerprint_facts(), info.to_dict())
+    store.remember_system(info)
     store.save_campaign(loaded.campaign.name, str(loaded.path), loaded.path.read_text(),
                         loaded.campaign.description)

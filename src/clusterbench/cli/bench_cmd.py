@@ -115,7 +115,7 @@ def _run_points(name: str, runs, info, tags: dict, as_json: bool) -> list:
 
     spinner = _Spinner(name, as_json)
     with open_store() as store:
-        store.save_system(info.fingerprint(), info.topology.hostname, info.fingerprint_facts(), info.to_dict())
+        store.remember_system(info)
         try:
             return run_all(store, runs, spinner, system_id=info.fingerprint(), one_off=True, tags=tags)
         except KeyboardInterrupt:

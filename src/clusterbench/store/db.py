@@ -28,6 +28,7 @@ from urllib.parse import quote
 
 from clusterbench.bench.metrics import Metric
 from clusterbench.errors import EnvironmentProblem, UserInputError
+from clusterbench.system.discover import SystemInfo
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -387,6 +388,12 @@ class Store:
         self.conn.execute(
             "INSERT OR IGNORE INTO systems (id, hostname, facts, info, created_at) VALUES (?,?,?,?,?)",
             (system_id, hostname, json.dumps(facts, sort_keys=True), json.dumps(info), now_iso()))
+
+    def remember_system(self, system: SystemInfo) -> str:
+        """Store a discovered system (once per fingerprint) and return its id, for the runs made on it."""
+        system_id = system.fingerprint()
+        self.save_system(system_id, system.topology.hostname, system.fingerprint_facts(), system.to_dict())
+        return system_id
 
     def save_campaign(self, name: str, path: str | None, spec: str, description: str = "") -> None:
         """The campaign file as it was when run: the provenance of its runs."""

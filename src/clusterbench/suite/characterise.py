@@ -14,7 +14,6 @@ skipped with its reason; it never stops the suite.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -79,18 +78,6 @@ class SuiteResult:
 
     def rmax(self) -> tuple[Metric, str] | None:
         return self.best("hpl_gflops")
-
-
-def _history(store: Store, system_id: str) -> list[tuple[int, float, float, float]]:
-    """(N, total s, HPL s, HPL Gflop/s) of the last valid HPCC runs on this system."""
-    rows = store.conn.execute(
-        "SELECT r.params, r.duration_s,"
-        " (SELECT value FROM metrics WHERE run_id=r.id AND name='HPL_time') AS hpl_s,"
-        " (SELECT value FROM metrics WHERE run_id=r.id AND name='hpl_gflops') AS gflops"
-        " FROM runs r WHERE r.benchmark='hpcc' AND r.system_id=? AND r.status='ok'"
-        " ORDER BY r.started_at DESC LIMIT 5", (system_id,)).fetchall()
-    return [(int(json.loads(r["params"])["n"]), float(r["duration_s"]), float(r["hpl_s"]),
-             float(r["gflops"])) for r in rows if r["hpl_s"] and r["gflops"] and r["duration_s"]]
 
 
 def thread_counts(cores: int) -> list[int]:
@@ -158,7 +145,7 @@ def plan_suite(system: SystemInfo, store: Store, budget_s: float, full: bool = F
     layout = all_layouts[layout_name]
     p, q = grids(layout.ranks)[0]
     rpeak = system.rpeak_total_gflops or 10.0
-    model = HpccTimeModel.learned(rpeak, _history(store, system.fingerprint()))
+    model = HpccTimeModel.learned(rpeak, store.hpcc_history(system.fingerprint()))
     available = system.memory.available_bytes if system.memory else system.memory_bytes()
     total = system.memory_bytes() or available
     memory_n = n_for_memory(total, FULL_FRACTION, nb) if total else 10 * nb
@@ -222,8 +209,7 @@ def run_suite(system: SystemInfo, store: Store, plan: SuitePlan,
               timeout_factor: float = 5.0) -> SuiteResult:
     """The kernels (each skipped with its reason if it cannot be built here), then HPCC and HPL,
     through the one run loop; every run stored, tagged suite=run."""
-    system_id = system.fingerprint()
-    store.save_system(system_id, system.topology.hostname, system.fingerprint_facts(), system.to_dict())
+    system_id = store.remember_system(system)
     for run in plan.kernels:
         run.timeout_s = max(60.0, (run.estimate_s or 10) * 10)
     runs = [*plan.kernels, *hpl_runs(system, plan, max(120.0, plan.estimate_s * timeout_factor))]
