@@ -1,13 +1,18 @@
-"""What every benchmark build shares: a private copy of the source, logged commands, staging.
+"""What every official benchmark build shares: its start, a private copy of the source, logged
+commands, the smoke test, installation with provenance.
 
-A build runs in a temporary folder under the builds folder, and only a build that passed its
-smoke test is moved (renamed) into `<builds>/<name>-<key>/`, so an interrupted or failed build
-never leaves a half-made binary where campaigns would find it.
+A recipe (`bench/<benchmark>/build.py`) is a `Recipe` (names, source markers, version rules) and
+its own steps; `build(RECIPE, source, inputs, steps, ...)` does the rest. The source is copied into
+a temporary folder under the builds folder, its root found, the inputs keyed, and the build cache
+(`cache.py`) asked for that key under the key's lock. A hit returns the existing build; a miss
+runs the steps in the temporary folder, and only a build that passed its smoke test is renamed
+into `<builds>/<name>-<key>/` (`Job.install`), so an interrupted or failed build never leaves a
+half-made binary where campaigns would find it, and two processes building the same inputs build
+them once.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -16,15 +21,15 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from clusterbench.build import registry
+from clusterbench.build import cache, registry
+from clusterbench.build.cache import BuildError  # raised by every step here, and imported from here by recipes
 from clusterbench.build.sources import SourcePackage, fetch_debian_source, sha256_of, tree_digest, unpack
 from clusterbench.errors import UserInputError
-from clusterbench.native.build import BuildError
 
 Log = Callable[[str], None]
 
@@ -40,11 +45,6 @@ class Built:
 
 def now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def mkdir(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def obtain(source: Path | None, work: Path, log: Log, debian_package: str | None = None,
@@ -79,17 +79,6 @@ def run_logged(cmd: list[str], cwd: Path, logfile: Path, log: Log, what: str) ->
     log(f"{what}: done")
 
 
-def existing_build(name: str, binary_name: str, inputs: dict, force: bool, log: Log) -> tuple[Path, Built | None]:
-    """The build folder for these inputs (`<builds>/<name>-<key>`), and its build when already there."""
-    key = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
-    final = registry.builds_root() / f"{name}-{key}"
-    entry = None if force else cached(final, binary_name)
-    if entry is None:
-        return final, None
-    log(f"already built: {final / binary_name}")
-    return final, Built(final / binary_name, entry, rebuilt=False)
-
-
 def cached(final: Path, binary_name: str) -> dict | None:
     """The provenance of an existing build in `final`, re-registered, or None.
 
@@ -115,26 +104,121 @@ def cached(final: Path, binary_name: str) -> dict | None:
 
 
 def install(work: Path, final: Path, files: dict[str, Path], entry: dict | list[dict]) -> None:
-    """Stage the binaries, Make file, log and provenance, rename into `final`, register.
+    """Stage the binaries, Make file, log and provenance in `work`, publish them as `final`, register.
 
-    `entry` is the provenance of the one binary, or a list with one entry per installed binary."""
+    `entry` is the provenance of the one binary, or a list with one entry per installed binary.
+    Called inside `start`, which holds the entry's lock that `cache.publish` wants."""
     staged = work / "staged"
     staged.mkdir()
     for name, path in files.items():
         shutil.copy2(path, staged / name)
     (staged / "provenance.json").write_text(json.dumps(entry, indent=2))
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(staged, final)
+    cache.publish(staged, final)
     for one in entry if isinstance(entry, list) else [entry]:
         registry.register(one)
 
 
-@contextmanager
-def workspace(name: str) -> Iterator[Path]:
+def workspace(name: str) -> AbstractContextManager[Path]:
     """A temporary build folder under the builds folder (same file system: the install is a rename)."""
-    with tempfile.TemporaryDirectory(prefix=f"{name}-build-", dir=mkdir(registry.builds_root())) as tmp:
-        yield Path(tmp)
+    return cache.workspace(registry.builds_root(), f"{name}-build-")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What the start of a build needs to know of one benchmark: its names, and how to find its source."""
+
+    name: str  # the build folder is <builds>/<name>-<key>
+    binary: str  # the program whose presence in that folder means the build is there
+    what: str  # the benchmark in messages: "no <what> source found", "building <what> <version>"
+    versions: tuple[tuple[str, str], ...]  # (file, regex) rules for the version the tree declares (read_version)
+    hint: str = ""  # how to give the right source, said when the given one is not it
+    markers: tuple[str, ...] = ()  # files (or folders) the source root holds, for find_root
+    locate: Callable[[Path], Path] | None = None  # the benchmark's own finder instead of markers (HPL)
+    debian_package: str | None = None  # the Debian source package fetched when no source is given
+    format: int = 1  # in the key: bump when the build steps change in a way that changes the binary
+
+
+@dataclass(frozen=True)
+class Job:
+    """One build under way, as `start` sets it up: the workspace, the source copy, the key's folder."""
+
+    recipe: Recipe
+    work: Path  # the private temporary folder: source copy, build.log, staging
+    root: Path  # the source root inside the copy
+    version: str  # the version the source declares
+    origin: str  # where the source came from, for the provenance: the path given, or the Debian package
+    source_sum: str
+    inputs: dict  # what the key digests
+    final: Path  # where the build is installed: <builds>/<name>-<key>
+    cached: Built | None  # the build of these inputs already there: return it, build nothing
+
+    @property
+    def logfile(self) -> Path:
+        return self.work / "build.log"
+
+    def made(self, path: Path, step: str) -> Path:
+        """`path`, which `step` (make, the compiler) should have made; BuildError with the end of
+        build.log when it did not (the log goes with the workspace)."""
+        if not path.is_file():
+            logged = self.logfile.read_text(errors="replace") if self.logfile.is_file() else ""
+            tail = "\n".join(logged.splitlines()[-20:])
+            raise BuildError(f"{step} finished but {path} is missing:\n{tail}",
+                             hint="the build options (--cflags, --mpi) or the source tree may not fit this recipe")
+        return path
+
+    def entry(self, name: str, **fields) -> dict:
+        """The provenance of one installed program (`entry_for` with this job's source, version and folder)."""
+        return entry_for(self.final, name, self.version, self.origin, self.source_sum, **fields)
+
+    def install(self, files: dict[str, Path], entry: dict | list[dict], log: Log) -> Built:
+        """Install `files` and build.log (if a step wrote one) with the provenance `entry` (one per
+        program, or a list); the build of the recipe's binary."""
+        logged = {"build.log": self.logfile} if self.logfile.is_file() else {}
+        install(self.work, self.final, {**files, **logged}, entry)
+        entries = entry if isinstance(entry, list) else [entry]
+        if len(entries) == 1:
+            log(f"registered {entries[0]['binary']}")
+        else:
+            log(f"registered {len(entries)} programs in {self.final}: {', '.join(e['name'] for e in entries)}")
+        main = next(e for e in entries if e["name"] == self.recipe.binary)
+        return Built(self.final / self.recipe.binary, main, rebuilt=True)
+
+
+@contextmanager
+def start(recipe: Recipe, source: Path | None, inputs: dict | Callable[[Path], dict], force: bool, log: Log,
+          detail: str = "") -> Iterator[Job]:
+    """The start every build shares: obtain the source, find its root, key the inputs, look in the cache.
+
+    `inputs` is what the recipe adds to the key (toolchain identity, flags, ...), or a function of
+    the source root giving it (HPL's tree kind); the recipe's format and the source checksum are
+    always in it. The block runs with the key's lock held (`cache.claim`), so a second process
+    building the same inputs waits and then finds this build. When `job.cached` is set the recipe
+    returns it; else "building <what> <version> <detail>" is logged, the copy is cleared of stale
+    object files, and the recipe builds and ends with `job.install`."""
+    with workspace(recipe.name) as work:
+        tree, source_sum, package = obtain(source, work, log, recipe.debian_package, f"{recipe.what} source")
+        root = recipe.locate(tree) if recipe.locate else find_root(tree, recipe.markers, recipe.what, recipe.hint,
+                                                                   given=source)
+        keyed = {"format": recipe.format, "source_sha256": source_sum, **(inputs(root) if callable(inputs) else inputs)}
+        final = cache.entry(registry.builds_root(), recipe.name, keyed)
+        version = read_version(root, recipe.versions)
+        origin = package.origin if package else str(Path(source).resolve())
+        with cache.claim(final, lambda: cached(final, recipe.binary), force) as entry:
+            if entry is not None:
+                log(f"already built: {final / recipe.binary}")
+            else:
+                log(f"building {recipe.what} {version} {detail}".rstrip())
+                remove_objects(root, log)
+            yield Job(recipe, work, root, version, origin, source_sum, keyed, final,
+                      None if entry is None else Built(final / recipe.binary, entry, rebuilt=False))
+
+
+def build(recipe: Recipe, source: Path | None, inputs: dict | Callable[[Path], dict], steps: Callable[[Job], Built],
+          force: bool, log: Log, detail: str = "") -> Built:
+    """A whole build: `start`, then the existing build of these inputs, or what `steps(job)` (the
+    recipe's own: configure, make, smoke test, `job.install`) builds."""
+    with start(recipe, source, inputs, force, log, detail) as job:
+        return job.cached or steps(job)
 
 
 def find_root(tree: Path, markers: tuple[str, ...], what: str, hint: str, given: Path | None = None) -> Path:
@@ -173,10 +257,12 @@ def make_jobs() -> str:
     return f"-j{max(1, min(os.cpu_count() or 1, 8))}"
 
 
-def entry_for(final: Path, name: str, version: str, source: Path, source_sum: str, **fields) -> dict:
-    """The provenance every build records, plus the builder's own `fields`."""
-    return {"name": name, "binary": str(final / name), "key": final.name.rsplit("-", 1)[1], "version": version,
-            "built_at": now(), "source": str(Path(source).resolve()), "source_sha256": source_sum, **fields}
+def entry_for(final: Path, name: str, version: str, source: Path | str, source_sum: str, **fields) -> dict:
+    """The provenance every build records, plus the builder's own `fields`. `source`: the path given
+    (recorded resolved), or already a description of where it came from (`Job.origin`)."""
+    origin = source if isinstance(source, str) else str(Path(source).resolve())
+    return {"name": name, "binary": str(final / name), "key": cache.key_of(final), "version": version,
+            "built_at": now(), "source": origin, "source_sha256": source_sum, **fields}
 
 
 def mpi_fields(stack, toolchain: dict, **wrappers: str) -> dict:
@@ -209,5 +295,5 @@ def smoke_run(program: list[str], what: str, check: Callable[[str], str | None],
             reason = f"exit code {done.returncode}" if done.returncode != 0 else check(done.stdout)
     if reason:
         raise BuildError(f"the new {what} failed its smoke test ({reason}):\n$ {shlex.join(cmd)}\n"
-                         + output.strip()[-1500:], hint="the build is not installed; see build.log for the build")
+                         + output.strip()[-1500:], hint="the build is not installed; what the program printed is above")
     return done.stdout

@@ -8,18 +8,16 @@ binary it used among its facts.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 from pathlib import Path
 
+from clusterbench.build import cache
+
 
 def builds_root() -> Path:
     """$CLUSTERBENCH_CACHE/builds, else $XDG_CACHE_HOME/clusterbench/builds."""
-    if os.environ.get("CLUSTERBENCH_CACHE"):
-        return Path(os.environ["CLUSTERBENCH_CACHE"]) / "builds"
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "clusterbench" / "builds"
+    return cache.cache_dir("builds")
 
 
 def _registry_file() -> Path:
@@ -35,16 +33,15 @@ def load() -> list[dict]:
 
 
 def register(entry: dict) -> None:
-    """Add (or replace, by binary path) one build; the file is rewritten under a lock."""
+    """Add (or replace, by binary path) one build; the file is rewritten under a lock, and renamed
+    into place whole (the build cache's lock and rename), so readers never see half a file."""
     path = _registry_file()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with cache.locked(path.with_suffix(".lock")):
         entries = [e for e in load() if e.get("binary") != entry["binary"]]
         entries.append(entry)
         partial = path.with_suffix(f".{os.getpid()}")
         partial.write_text(json.dumps(entries, indent=2))
-        os.replace(partial, path)
+        cache.publish(partial, path)
 
 
 def builds(name: str) -> list[dict]:

@@ -18,6 +18,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from clusterbench.build.cache import locked
 from clusterbench.errors import MissingToolError, UserInputError
 
 
@@ -99,14 +100,18 @@ def sha256_of(path: Path) -> str:
 
 
 def fetch_debian_source(package: str, dest: Path) -> SourcePackage:
-    """Download the upstream tarball of a Debian source package into `dest` (reused if there)."""
+    """Download the upstream tarball of a Debian source package into `dest` (reused if there).
+
+    Under a lock in `dest`: two builds starting at once download once, and neither reads the
+    tarball while the other is still writing it."""
     if not shutil.which("apt-get"):
         raise MissingToolError("apt-get not found: cannot fetch Debian's source of " + package,
                                hint="give the source with --source PATH (a tree or a tarball)")
-    dest.mkdir(parents=True, exist_ok=True)
-    existing = _downloaded(package, dest)
-    if existing:
-        return existing
+    with locked(dest / f".{package}.lock"):
+        return _downloaded(package, dest) or _download(package, dest)
+
+
+def _download(package: str, dest: Path) -> SourcePackage:
     sources = system_apt_sources()
     if not sources:
         raise UserInputError("no apt 'deb' entries found in /etc/apt to derive deb-src entries from",

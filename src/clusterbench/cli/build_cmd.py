@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from clusterbench.cli.app import MpiOpt, app, console
+
+if TYPE_CHECKING:
+    from clusterbench.build.common import Built
 
 build_app = typer.Typer(help="Build official benchmarks (HPL, HPCG, IMB, OSU, STREAM, LULESH) for this cluster, "
                              "with provenance.", no_args_is_help=True)
@@ -28,14 +32,20 @@ def _say(msg: str) -> None:
     console.print(f"[dim]build:[/] {escape(msg)}")
 
 
-def _building(what: str, as_json: bool, build):
-    """Run `build(log)` under a spinner with its steps printed, or quietly printing the provenance."""
+def _build(what: str, as_json: bool, build: Callable[[Callable[[str], None]], Built], summary: Callable[[dict], str],
+           then: str = "") -> None:
+    """The body every build command shares: `build(log)` under a spinner with its steps printed, then
+    one line of what is ready (`summary(provenance)`) and `then` (what uses it now); or, with
+    --json, quietly, then the provenance as JSON."""
     if as_json:
-        built = build(lambda _msg: None)
-        print(json.dumps(built.provenance, indent=2))
-        return built
+        print(json.dumps(build(lambda _msg: None).provenance, indent=2))
+        return
     with console.status(f"building {what}", spinner="dots"):
-        return build(_say)
+        built = build(_say)
+    console.print(f"[green]{escape(built.provenance['name'])} ready[/]: {escape(str(built.binary))}"
+                  f" ({'built now' if built.rebuilt else 'cached'}; {escape(summary(built.provenance))})")
+    if then:
+        console.print(then)
 
 
 @build_app.command("hpl")
@@ -46,80 +56,57 @@ def build_hpl_cmd(
         help="BLAS link: generic (libblas.so.3, switchable per run), openblas, blis or mkl ($MKLROOT).")]
     = "generic",
     cflags: Annotated[str | None, typer.Option(help="Compiler flags (default: -O3 -march=native ...).")] = None,
-    mpi: MpiOpt = None,
-    force: Annotated[bool, typer.Option("--force", help="Rebuild even if this build is cached.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the provenance as JSON.")] = False,
+    mpi: MpiOpt = None, force: ForceOpt = False, as_json: JsonOpt = False,
 ) -> None:
     """Build a standalone xhpl (Make.<arch> generated, MPI-3 patches, smoke test) and register it."""
     from clusterbench.bench.hpl.build import DEFAULT_CFLAGS, build_hpl
 
-    built = _building("HPL", as_json, lambda log: build_hpl(source, blas=blas, cflags=cflags or DEFAULT_CFLAGS,
-                                                            force=force, log=log, mpi=mpi and mpi.value))
-    if as_json:
-        return
-    p = built.provenance
-    console.print(f"[green]xhpl ready[/]: {escape(str(built.binary))}"
-                  f" ({'built now' if built.rebuilt else 'cached'}; HPL {escape(p['version'])}, {p['blas']} BLAS, "
-                  f"{p.get('mpi', 'openmpi')}, "
-                  f"smoke test {p.get('smoke_test_gflops', 0):.2f} Gflop/s)")
-    console.print("campaigns and `clusterbench bench hpl` now use it; see `clusterbench build list`.")
+    _build("HPL", as_json, lambda log: build_hpl(source, blas=blas, cflags=cflags or DEFAULT_CFLAGS, force=force,
+                                                 log=log, mpi=mpi and mpi.value),
+           lambda p: f"HPL {p['version']}, {p['blas']} BLAS, {p.get('mpi', 'openmpi')}, "
+                     f"smoke test {p.get('smoke_test_gflops', 0):.2f} Gflop/s",
+           "campaigns and `clusterbench bench hpl` now use it; see `clusterbench build list`.")
 
 
 @build_app.command("hpcg")
 def build_hpcg_cmd(
     source: Annotated[Path, typer.Option(help="The official HPCG 3.x source tree or tarball.")],
     openmp: Annotated[bool, typer.Option(help="MPI + OpenMP (default) or MPI only.")] = True,
-    cflags: Annotated[str | None, typer.Option(help="Compiler flags (default: -O3 -march=native).")] = None,
-    mpi: MpiOpt = None,
-    force: Annotated[bool, typer.Option("--force", help="Rebuild even if this build is cached.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the provenance as JSON.")] = False,
+    cflags: CflagsOpt = None, mpi: MpiOpt = None, force: ForceOpt = False, as_json: JsonOpt = False,
 ) -> None:
     """Build xhpcg from the official tree (its own make system, a generated setup/Make file)."""
     from clusterbench.bench.hpcg.build import DEFAULT_CFLAGS, build_hpcg
 
-    built = _building("HPCG", as_json, lambda log: build_hpcg(source, openmp=openmp, cflags=cflags or DEFAULT_CFLAGS,
-                                                              force=force, log=log, mpi=mpi and mpi.value))
-    if as_json:
-        return
-    console.print(f"[green]xhpcg ready[/]: {escape(str(built.binary))} ({'built now' if built.rebuilt else 'cached'})")
-
-
-def _ready(built, what: str) -> None:
-    p = built.provenance
-    console.print(f"[green]{escape(p['name'])} ready[/]: {escape(str(built.binary))}"
-                  f" ({'built now' if built.rebuilt else 'cached'}; {escape(what)})")
+    _build("HPCG", as_json, lambda log: build_hpcg(source, openmp=openmp, cflags=cflags or DEFAULT_CFLAGS,
+                                                   force=force, log=log, mpi=mpi and mpi.value),
+           lambda p: f"HPCG {p['version']}, {p['mpi']}, {'MPI + OpenMP' if p['openmp'] else 'MPI only'}",
+           "`clusterbench bench hpcg` now uses it.")
 
 
 @build_app.command("imb")
 def build_imb_cmd(source: SourceOpt, cflags: CflagsOpt = None, mpi: MpiOpt = None, force: ForceOpt = False,
                   as_json: JsonOpt = False) -> None:
     """Build IMB-MPI1 of the Intel MPI Benchmarks (upstream make; it compiles at -O0 whatever --cflags)."""
-    from clusterbench.bench.imb.build import build_imb
-    from clusterbench.build.common import DEFAULT_CFLAGS
+    from clusterbench.bench.imb.build import DEFAULT_CFLAGS, build_imb
 
-    built = _building("IMB", as_json, lambda log: build_imb(source, cflags=cflags or DEFAULT_CFLAGS, force=force,
-                                                            log=log, mpi=mpi and mpi.value))
-    if not as_json:
-        p = built.provenance
-        _ready(built, f"IMB {p['version']}, {p['mpi']}, compiled {p.get('optimization')}, "
-                      f"smoke test PingPong {p.get('smoke_test_latency_us')} us")
-        console.print("`clusterbench bench imb` now uses it.")
+    _build("IMB", as_json, lambda log: build_imb(source, cflags=cflags or DEFAULT_CFLAGS, force=force, log=log,
+                                                 mpi=mpi and mpi.value),
+           lambda p: f"IMB {p['version']}, {p['mpi']}, compiled {p.get('optimization')}, "
+                     f"smoke test PingPong {p.get('smoke_test_latency_us')} us",
+           "`clusterbench bench imb` now uses it.")
 
 
 @build_app.command("osu")
 def build_osu_cmd(source: SourceOpt, cflags: CflagsOpt = None, mpi: MpiOpt = None, force: ForceOpt = False,
                   as_json: JsonOpt = False) -> None:
     """Build the OSU Micro-Benchmarks (configure && make) and register osu_latency, osu_bw, ... each."""
-    from clusterbench.bench.osu.build import build_osu
-    from clusterbench.build.common import DEFAULT_CFLAGS
+    from clusterbench.bench.osu.build import DEFAULT_CFLAGS, build_osu
 
-    built = _building("OSU", as_json, lambda log: build_osu(source, cflags=cflags or DEFAULT_CFLAGS, force=force,
-                                                            log=log, mpi=mpi and mpi.value))
-    if not as_json:
-        p = built.provenance
-        _ready(built, f"OSU {p['version']}, {p['mpi']}, smoke test {p.get('smoke_test_latency_us')} us")
-        console.print(f"installed beside it: {escape(', '.join(p.get('installed', {})))}; "
-                      "`clusterbench bench osu -p test=...` now uses them.")
+    _build("OSU", as_json, lambda log: build_osu(source, cflags=cflags or DEFAULT_CFLAGS, force=force, log=log,
+                                                 mpi=mpi and mpi.value),
+           lambda p: f"OSU {p['version']}, {p['mpi']}, smoke test {p.get('smoke_test_latency_us')} us; "
+                     f"installed beside it: {', '.join(p.get('installed', {}))}",
+           "`clusterbench bench osu -p test=...` now uses them.")
 
 
 @build_app.command("stream")
@@ -133,16 +120,13 @@ def build_stream_cmd(
     cflags: CflagsOpt = None, force: ForceOpt = False, as_json: JsonOpt = False,
 ) -> None:
     """Build McCalpin's stream.c with OpenMP and the array size compiled in (no MPI)."""
-    from clusterbench.bench.stream.build import build_stream
-    from clusterbench.build.common import DEFAULT_CFLAGS
+    from clusterbench.bench.stream.build import DEFAULT_CFLAGS, build_stream
 
-    built = _building("STREAM", as_json, lambda log: build_stream(
-        source, array_size=array_size, ntimes=ntimes, cflags=cflags or DEFAULT_CFLAGS, force=force, log=log))
-    if not as_json:
-        p = built.provenance
-        _ready(built, f"STREAM {p['version']}, {p['array_size']:,} elements per array, NTIMES={p['ntimes']}, "
-                      f"smoke test Triad {p.get('smoke_test_triad_mbs')} MB/s")
-        console.print("`clusterbench bench stream-binary` now uses it.")
+    _build("STREAM", as_json, lambda log: build_stream(source, array_size=array_size, ntimes=ntimes,
+                                                       cflags=cflags or DEFAULT_CFLAGS, force=force, log=log),
+           lambda p: f"STREAM {p['version']}, {p['array_size']:,} elements per array, NTIMES={p['ntimes']}, "
+                     f"smoke test Triad {p.get('smoke_test_triad_mbs')} MB/s",
+           "`clusterbench bench stream-binary` now uses it.")
 
 
 @build_app.command("lulesh")
@@ -152,14 +136,11 @@ def build_lulesh_cmd(
     cflags: CflagsOpt = None, mpi: MpiOpt = None, force: ForceOpt = False, as_json: JsonOpt = False,
 ) -> None:
     """Build lulesh2.0 (upstream Makefile, CXX=mpicxx -DUSE_MPI=1, OpenMP)."""
-    from clusterbench.bench.lulesh.build import build_lulesh
-    from clusterbench.build.common import DEFAULT_CFLAGS
+    from clusterbench.bench.lulesh.build import DEFAULT_CFLAGS, build_lulesh
 
-    built = _building("LULESH", as_json, lambda log: build_lulesh(
-        source, cflags=cflags or DEFAULT_CFLAGS, openmp=openmp, force=force, log=log, mpi=mpi and mpi.value))
-    if not as_json:
-        p = built.provenance
-        _ready(built, f"LULESH {p['version']}, {p['mpi']}, smoke test FOM {p.get('smoke_test_fom')} z/s")
+    _build("LULESH", as_json, lambda log: build_lulesh(source, cflags=cflags or DEFAULT_CFLAGS, openmp=openmp,
+                                                       force=force, log=log, mpi=mpi and mpi.value),
+           lambda p: f"LULESH {p['version']}, {p['mpi']}, smoke test FOM {p.get('smoke_test_fom')} z/s")
 
 
 def registered_builds() -> list[dict]:

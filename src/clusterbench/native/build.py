@@ -1,36 +1,33 @@
 """Compile clusterbench's own C kernels on first use, against this cluster's compiler and MPI.
 
 A wheel cannot carry binaries linked to every site's MPI, so the sources ship in the package
-(`native/src/*.c`) and are built with the detected `mpicc` (MPI kernels) or `cc` into a cache:
-`$CLUSTERBENCH_CACHE` or `$XDG_CACHE_HOME/clusterbench/native/<kernel>-<key>/`. The key hashes
-the compiler's path and version, what the MPI wrapper adds (`mpicc --showme` / `-show`), the
-flags, the libraries and the source; changing any of them builds a new binary, and an
-unchanged one is reused. Builds go to a temporary file renamed into place under a lock, so two
-campaigns starting at once neither race nor leave a half-written binary.
+(`native/src/*.c`) and are built with the detected `mpicc` (MPI kernels) or `cc` into the build
+cache (`clusterbench.build.cache`): `$CLUSTERBENCH_CACHE` or `$XDG_CACHE_HOME/clusterbench/native/`,
+one folder `<kernel>-<key>/` per build. The key hashes the compiler's path and version, what the
+MPI wrapper adds (`mpicc --showme` / `-show`), the flags, the libraries and the source; changing
+any of them builds a new binary, and an unchanged one is reused. The cache's lock and rename make
+two campaigns starting at once compile once, and never leave a half-written binary.
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
 import shlex
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+from clusterbench.build import cache
+from clusterbench.build.cache import BuildError  # raised here, and imported from here by callers
 from clusterbench.errors import MissingToolError, UserInputError
 from clusterbench.system.mpi import mpi_stack
 
 DEFAULT_CFLAGS = "-O3 -march=native"
-
-
-class BuildError(UserInputError):
-    """A kernel did not compile: the command and the compiler's messages, exit code 2."""
 
 
 @dataclass(frozen=True)
@@ -58,10 +55,8 @@ def source_digest(source: Path) -> str:
 
 
 def cache_root() -> Path:
-    if os.environ.get("CLUSTERBENCH_CACHE"):
-        return Path(os.environ["CLUSTERBENCH_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "clusterbench" / "native"
+    """The kernels' cache: `$CLUSTERBENCH_CACHE` itself, else `$XDG_CACHE_HOME/clusterbench/native`."""
+    return cache.cache_dir("native", override_folder="")
 
 
 def default_cflags() -> list[str]:
@@ -110,26 +105,35 @@ def build(kernel: str, mpi: bool, openmp: bool = False, libs: tuple[str, ...] = 
     flags += [f"-D{d}" for d in defines]
     inputs = {"kernel": kernel, "toolchain": toolchain_identity(compiler), "flags": flags, "libs": list(libs),
               "source_sha256": source_digest(source)}
-    key = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
-    folder = cache_root() / f"{kernel}-{key}"
+    folder = cache.entry(cache_root(), kernel, inputs)
     binary = folder / kernel
-    cmd = [compiler, *flags, "-o", str(binary), str(source), *[f"-l{lib}" for lib in libs], "-lm"]
-    if binary.is_file() and os.access(binary, os.X_OK):
-        return Build(kernel, binary, key, cmd, rebuilt=False)
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if binary.is_file():  # built by someone else while we waited
-            return Build(kernel, binary, key, cmd, rebuilt=False)
-        partial = folder / f".{kernel}.{os.getpid()}"
-        cmd_partial = [*cmd[: cmd.index("-o") + 1], str(partial), *cmd[cmd.index("-o") + 2:]]
-        done = subprocess.run(cmd_partial, capture_output=True, text=True)
-        if done.returncode != 0:
-            partial.unlink(missing_ok=True)
-            messages = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
-            raise BuildError(f"compiling the {kernel} kernel failed (exit code {done.returncode}):\n"
-                             f"$ {shlex.join(cmd)}\n{messages}",
-                             hint="check the compiler and flags (CLUSTERBENCH_CFLAGS, the cflags parameter)")
-        os.replace(partial, binary)
-        (folder / "build.json").write_text(json.dumps(inputs | {"command": cmd}, indent=2))
-    return Build(kernel, binary, key, cmd, rebuilt=True)
+
+    def command(output: Path) -> list[str]:
+        return [compiler, *flags, "-o", str(output), str(source), *[f"-l{lib}" for lib in libs], "-lm"]
+
+    made = Build(kernel, binary, cache.key_of(folder), command(binary), rebuilt=True)
+    with cache.claim(folder, lambda: binary if _runnable(binary) else None) as found:
+        if found:
+            return replace(made, rebuilt=False)
+        with cache.workspace(folder.parent, f".{folder.name}-") as work:
+            staged = work / folder.name
+            staged.mkdir()
+            _compile(kernel, command(staged / kernel), shown=made.command)
+            (staged / "build.json").write_text(json.dumps(inputs | {"command": made.command}, indent=2))
+            cache.publish(staged, folder)
+    return made
+
+
+def _runnable(binary: Path) -> bool:
+    return binary.is_file() and os.access(binary, os.X_OK)
+
+
+def _compile(kernel: str, cmd: list[str], shown: list[str]) -> None:
+    """Run the compiler; BuildError with the command as the user would type it (`shown`: the
+    binary's final path, not the staging one) and the compiler's last messages."""
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        messages = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
+        raise BuildError(f"compiling the {kernel} kernel failed (exit code {done.returncode}):\n"
+                         f"$ {shlex.join(shown)}\n{messages}",
+                         hint="check the compiler and flags (CLUSTERBENCH_CFLAGS, the cflags parameter)")

@@ -13,24 +13,14 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from clusterbench.build import registry
-from clusterbench.build.common import Built, Log, existing_build, install, mkdir, now, obtain, read_version, run_logged
+from clusterbench.build import common
+from clusterbench.build.common import BuildError, Built, Job, Log, Recipe, read_version, run_logged
 from clusterbench.build.makearch import make_hpcg_arch
-from clusterbench.errors import UserInputError
-from clusterbench.native.build import BuildError, toolchain_identity
+from clusterbench.native.build import toolchain_identity
 from clusterbench.system.mpi import mpi_stack
 
 ARCH = "clusterbench"
 DEFAULT_CFLAGS = "-O3 -march=native"
-BUILD_FORMAT = 1
-
-
-def find_hpcg_root(tree: Path) -> Path:
-    for candidate in (tree, *sorted(tree.glob("*/"))):
-        if (candidate / "src" / "main.cpp").is_file() and (candidate / "setup").is_dir():
-            return candidate
-    raise UserInputError(f"no HPCG source found in {tree}",
-                         hint="give the official HPCG 3.x tree or tarball (github.com/hpcg-benchmark/hpcg)")
 
 
 HPCG_VERSION_RULES = (
@@ -40,6 +30,10 @@ HPCG_VERSION_RULES = (
     ("README.md", r"^\s*Revision:\s*(\d+\.\d+(?:\.\d+)?)"),
     ("README", r"^\s*:?Revision:\s*(\d+\.\d+(?:\.\d+)?)"),
 )
+
+
+RECIPE = Recipe("hpcg", "xhpcg", "HPCG", HPCG_VERSION_RULES, markers=("src/main.cpp", "setup"),
+                hint="give the official HPCG 3.x tree or tarball (github.com/hpcg-benchmark/hpcg)")
 
 
 def hpcg_version(root: Path) -> str:
@@ -53,32 +47,19 @@ def build_hpcg(source: Path, openmp: bool = True, cflags: str = DEFAULT_CFLAGS, 
                log: Log = lambda _msg: None, mpi: str | None = None) -> Built:
     stack = mpi_stack(mpi)
     cxx = stack.compiler(cxx=True)
-    root_cache = registry.builds_root()
-    with tempfile.TemporaryDirectory(prefix="hpcg-build-", dir=mkdir(root_cache)) as tmp:
-        work = Path(tmp)
-        tree, source_sum, _ = obtain(source, work, log, what="HPCG source")
-        root = find_hpcg_root(tree)
-        inputs = {"format": BUILD_FORMAT, "source_sha256": source_sum, "openmp": openmp, "cflags": cflags,
-                  "toolchain": toolchain_identity(cxx)}
-        final, done = existing_build("hpcg", "xhpcg", inputs, force, log)
-        if done:
-            return done
-        makefile = make_hpcg_arch(cxx, cflags, openmp)
-        (root / "setup" / f"Make.{ARCH}").write_text(makefile)
-        log(f"building HPCG {hpcg_version(root)} ({'MPI + OpenMP' if openmp else 'MPI only'})")
-        run_logged(["make", f"arch={ARCH}"], root, work / "build.log", log, "make")
-        binary = root / "bin" / "xhpcg"
-        if not binary.is_file():
-            raise BuildError(f"make finished but {binary} is missing", hint="see build.log")
+
+    def steps(job: Job) -> Built:
+        makefile = job.root / "setup" / f"Make.{ARCH}"
+        makefile.write_text(make_hpcg_arch(cxx, cflags, openmp))
+        run_logged(["make", f"arch={ARCH}"], job.root, job.logfile, log, "make")
+        binary = job.made(job.root / "bin" / "xhpcg", "make")
         smoke_test(binary, stack.name)
-        entry = {"name": "xhpcg", "binary": str(final / "xhpcg"), "key": final.name.split("-", 1)[1],
-                 "version": hpcg_version(root), "built_at": now(), "source": str(source),
-                 "source_sha256": source_sum, "openmp": openmp, "cflags": cflags,
-                 "mpicxx": cxx, "mpi": stack.name, "mpi_version": stack.version, "toolchain": inputs["toolchain"]}
-        install(work, final, {"xhpcg": binary, "build.log": work / "build.log",
-                              f"Make.{ARCH}": root / "setup" / f"Make.{ARCH}"}, entry)
-    log(f"registered {entry['binary']}")
-    return Built(final / "xhpcg", entry, rebuilt=True)
+        entry = job.entry("xhpcg", openmp=openmp, cflags=cflags,
+                          **common.mpi_fields(stack, job.inputs["toolchain"], mpicxx=cxx))
+        return job.install({"xhpcg": binary, f"Make.{ARCH}": makefile}, entry, log)
+
+    inputs = {"openmp": openmp, "cflags": cflags, "toolchain": toolchain_identity(cxx)}
+    return common.build(RECIPE, source, inputs, steps, force, log, "(MPI + OpenMP)" if openmp else "(MPI only)")
 
 
 def smoke_test(binary: Path, mpi: str | None = None) -> None:

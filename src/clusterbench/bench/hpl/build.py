@@ -17,33 +17,36 @@ import shlex
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
 from clusterbench.bench.hpl.input import HplInput, render_hpl_dat
 from clusterbench.bench.hpl.output import hpl_outcome
-from clusterbench.build import registry
-from clusterbench.build.common import Built, existing_build, install, mkdir, now, obtain, read_version, run_logged
+from clusterbench.build import common
+from clusterbench.build.common import BuildError, Built, Job, Log, Recipe, read_version, run_logged
 from clusterbench.build.makearch import BLAS_KINDS, blas_link, make_arch
 from clusterbench.build.patches import PatchError, patch_hpcc_driver, patch_mpi1_tree
 from clusterbench.errors import UserInputError
-from clusterbench.native.build import BuildError, toolchain_identity
+from clusterbench.native.build import toolchain_identity
 from clusterbench.system.mpi import mpi_stack
 
 ARCH = "clusterbench"
 DEFAULT_CFLAGS = "-O3 -march=native -fomit-frame-pointer -funroll-loops -fcommon"
-BUILD_FORMAT = 1  # bump when the build steps change in a way that changes the binary
+DRIVER = Path("testing", "ptest", "HPL_pddriver.c")
 
 
 def find_hpl_root(tree: Path) -> tuple[Path, str]:
     """The HPL directory inside a source tree and its kind: 'netlib' or 'hpcc' (HPL_main driver)."""
     for candidate in (tree, tree / "hpl", *sorted(tree.glob("*/")), *sorted(tree.glob("*/hpl/"))):
-        driver = candidate / "testing" / "ptest" / "HPL_pddriver.c"
-        if (candidate / "Make.top").is_file() and driver.is_file():
-            return candidate, ("hpcc" if "HPL_main" in driver.read_text(errors="replace") else "netlib")
+        if (candidate / "Make.top").is_file() and (candidate / DRIVER).is_file():
+            return candidate, hpl_kind(candidate)
     raise UserInputError(f"no HPL source found in {tree}",
                          hint="give a netlib HPL 2.x tree or tarball (hpl-2.3.tar.gz), or HPCC's source")
+
+
+def hpl_kind(root: Path) -> str:
+    """'hpcc' when the driver is HPCC's library function HPL_main, else 'netlib'."""
+    return "hpcc" if "HPL_main" in (root / DRIVER).read_text(errors="replace") else "netlib"
 
 
 HPL_VERSION_RULES = (
@@ -54,6 +57,10 @@ HPL_VERSION_RULES = (
 )
 
 
+RECIPE = Recipe("hpl", "xhpl", "HPL", HPL_VERSION_RULES, locate=lambda tree: find_hpl_root(tree)[0],
+                debian_package="hpcc")
+
+
 def hpl_version(root: Path) -> str:
     """The HPL version of a tree: configure.ac's AC_INIT, else the "HPL - 2.3 - <date>" banner of
     its headers, HISTORY and README, else an "HPL [Version] 2.0" mention there."""
@@ -61,55 +68,53 @@ def hpl_version(root: Path) -> str:
 
 
 def build_hpl(source: Path | None = None, blas: str = "generic", cflags: str = DEFAULT_CFLAGS,
-              force: bool = False, log: Callable[[str], None] = lambda _msg: None, mpi: str | None = None) -> Built:
+              force: bool = False, log: Log = lambda _msg: None, mpi: str | None = None) -> Built:
     if blas not in BLAS_KINDS:
         raise UserInputError(f"--blas {blas}: unknown BLAS link", hint=f"choose one of: {', '.join(BLAS_KINDS)}")
     stack = mpi_stack(mpi)
     mpicc = stack.compiler()
-    root_cache = registry.builds_root()
-    with tempfile.TemporaryDirectory(prefix="hpl-build-", dir=mkdir(root_cache)) as tmp:
-        work = Path(tmp)
-        origin, source_sum, package = obtain(source, work, log, debian_package="hpcc", what="HPL source")
-        hpl_root, kind = find_hpl_root(origin)
-        inputs = {"format": BUILD_FORMAT, "source_sha256": source_sum, "kind": kind, "blas": blas,
-                  "cflags": cflags, "toolchain": toolchain_identity(mpicc),
-                  "main_sha256": hashlib.sha256(main_source().read_bytes()).hexdigest()}
-        final, done = existing_build("hpl", "xhpl", inputs, force, log)
-        if done:
-            return done
-        log(f"building HPL {hpl_version(hpl_root)} ({kind} tree) with {blas} BLAS and {stack.implementation}")
-        changed = patch_mpi1_tree(hpl_root)
-        patched = [f"MPI-1 calls renamed in {path} ({n})" for path, n in changed.items()]
-        if kind == "hpcc":
-            try:
-                patched += patch_hpcc_driver(hpl_root)
-            except PatchError as exc:
-                raise BuildError(str(exc), hint="this HPCC source differs from 1.5; give a netlib HPL tree") from None
+
+    def inputs(root: Path) -> dict:
+        return {"kind": hpl_kind(root), "blas": blas, "cflags": cflags, "toolchain": toolchain_identity(mpicc),
+                "main_sha256": hashlib.sha256(main_source().read_bytes()).hexdigest()}
+
+    def steps(job: Job) -> Built:
+        hpl_root, kind = job.root, job.inputs["kind"]
+        patched = patch(hpl_root, kind, log)
         link = blas_link(blas, os.environ.get("MKLROOT"))
-        makefile = make_arch(str(hpl_root), ARCH, mpicc, cflags, link)
-        (hpl_root / f"Make.{ARCH}").write_text(makefile)
-        run_logged(["make", f"arch={ARCH}"], hpl_root, work / "build.log", log, "make")
-        binary = work / "xhpl"
+        makefile = hpl_root / f"Make.{ARCH}"
+        makefile.write_text(make_arch(str(hpl_root), ARCH, mpicc, cflags, link))
+        run_logged(["make", f"arch={ARCH}"], hpl_root, job.logfile, log, "make")
+        binary = job.work / "xhpl"
         if kind == "hpcc":
             flags = [*shlex.split(cflags), f"-I{hpl_root / 'include'}", f"-I{hpl_root / 'include' / ARCH}"]
             libhpl = hpl_root / "lib" / ARCH / "libhpl.a"
             run_logged([mpicc, *flags, "-o", str(binary), str(main_source()), str(libhpl),
                         *shlex.split(link.include), *shlex.split(link.libs), "-lm"],
-                       hpl_root, work / "build.log", log, "link xhpl")
+                       hpl_root, job.logfile, log, "link xhpl")
         else:
-            shutil.copy2(hpl_root / "bin" / ARCH / "xhpl", binary)
+            shutil.copy2(job.made(hpl_root / "bin" / ARCH / "xhpl", "make"), binary)
         log("smoke test: 1 rank, N=256")
         smoke = smoke_test(binary, blas, stack.name)
-        entry = {"name": "xhpl", "binary": str(final / "xhpl"), "key": final.name.split("-", 1)[1],
-                 "built_at": now(), "version": hpl_version(hpl_root),
-                 "source": package.origin if package else str(source), "source_sha256": source_sum,
-                 "tree": kind, "blas": blas, "blas_libs": link.libs, "cflags": cflags, "mpicc": mpicc,
-                 "mpi": stack.name, "mpi_version": stack.version,
-                 "toolchain": inputs["toolchain"], "patches": patched, "smoke_test_gflops": smoke}
-        install(work, final, {"xhpl": binary, "build.log": work / "build.log",
-                              f"Make.{ARCH}": hpl_root / f"Make.{ARCH}"}, entry)
-    log(f"registered {entry['binary']}")
-    return Built(final / "xhpl", entry, rebuilt=True)
+        entry = job.entry("xhpl", tree=kind, blas=blas, blas_libs=link.libs, cflags=cflags,
+                          patches=patched, smoke_test_gflops=smoke,
+                          **common.mpi_fields(stack, job.inputs["toolchain"], mpicc=mpicc))
+        return job.install({"xhpl": binary, f"Make.{ARCH}": makefile}, entry, log)
+
+    return common.build(RECIPE, source, inputs, steps, force, log, f"with {blas} BLAS and {stack.implementation}")
+
+
+def patch(hpl_root: Path, kind: str, log: Log) -> list[str]:
+    """Patch the copy of a `kind` tree for this MPI (and HPCC's driver for standalone use); what was done."""
+    changed = patch_mpi1_tree(hpl_root)
+    patched = [f"MPI-1 calls renamed in {path} ({n})" for path, n in changed.items()]
+    if kind == "hpcc":
+        try:
+            patched += patch_hpcc_driver(hpl_root)
+        except PatchError as exc:
+            raise BuildError(str(exc), hint="this HPCC source differs from 1.5; give a netlib HPL tree") from None
+    log(f"{kind} tree: {len(patched)} patches applied")
+    return patched
 
 
 def main_source() -> Path:

@@ -15,11 +15,10 @@ import shlex
 from pathlib import Path
 
 from clusterbench.build import common
-from clusterbench.build.common import DEFAULT_CFLAGS, Built, Log
-from clusterbench.native.build import BuildError, toolchain_identity
+from clusterbench.build.common import DEFAULT_CFLAGS, Built, Job, Log, Recipe
+from clusterbench.native.build import toolchain_identity
 from clusterbench.system.mpi import mpi_stack
 
-BUILD_FORMAT = 1
 BINARY = "IMB-MPI1"
 CPPFLAGS = "-DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1"  # no MPI C++ bindings header (it breaks -Werror)
 VERSION_RULES = (
@@ -28,6 +27,10 @@ VERSION_RULES = (
     ("ReadMe_IMB.txt", r"Intel\(R\) MPI Benchmarks (\d{4}\.\d+)"),
     ("README.md", r"Intel\(R\) MPI Benchmarks (\d{4}\.\d+)"),
 )
+
+
+RECIPE = Recipe("imb", BINARY, "IMB", VERSION_RULES, markers=("src_cpp/Makefile", "src_c"),
+                hint="give the Intel MPI Benchmarks tree or tarball (github.com/intel/mpi-benchmarks)")
 
 
 def imb_version(root: Path) -> str:
@@ -65,37 +68,25 @@ def build_imb(source: Path, cflags: str = DEFAULT_CFLAGS, force: bool = False, l
               mpi: str | None = None) -> Built:
     stack = mpi_stack(mpi)
     mpicc, mpicxx = stack.compiler(), stack.compiler(cxx=True)
-    with common.workspace("imb") as work:
-        tree, source_sum, _ = common.obtain(source, work, log, what="IMB source")
-        root = common.find_root(tree, ("src_cpp/Makefile", "src_c"), "IMB", given=source,
-                                hint="give the Intel MPI Benchmarks tree or tarball (github.com/intel/mpi-benchmarks)")
-        inputs = {"format": BUILD_FORMAT, "source_sha256": source_sum, "cflags": cflags,
-                  "toolchain": toolchain_identity(mpicxx), "toolchain_c": toolchain_identity(mpicc)}
-        final, done = common.existing_build("imb", BINARY, inputs, force, log)
-        if done:
-            return done
-        version = imb_version(root)
-        log(f"building IMB {version} (IMB-MPI1) with {stack.implementation}")
-        logfile = work / "build.log"
-        common.remove_objects(root, log)
+
+    def steps(job: Job) -> Built:
         make = ["make", BINARY, f"CC={mpicc}", f"CXX={mpicxx}", f"CPPFLAGS={CPPFLAGS}", f"CFLAGS={cflags}",
                 f"CXXFLAGS={cflags}"]
-        common.run_logged(make, root, logfile, log, f"make {BINARY}")
-        binary = root / BINARY
-        if not binary.is_file():
-            raise BuildError(f"make finished but {binary} is missing")
-        c_flags, cxx_flags = used_flags(logfile.read_text(errors="replace"))
+        common.run_logged(make, job.root, job.logfile, log, f"make {BINARY}")
+        binary = job.made(job.root / BINARY, "make")
+        c_flags, cxx_flags = used_flags(job.logfile.read_text(errors="replace"))
         log("smoke test: PingPong, 1-4 bytes, 2 ranks")
         output = common.smoke_run([str(binary), "-msglog", "0:2", "-iter", "100", "PingPong"], BINARY,
                                   smoke_check, ranks=2, mpi=stack.name)
-        entry = common.entry_for(
-            final, BINARY, version, source, source_sum, cflags=cflags, cppflags=CPPFLAGS,
-            compile_flags_c=c_flags, compile_flags_cxx=cxx_flags,
-            optimization=optimization(cxx_flags) or optimization(c_flags), smoke_test_latency_us=_latency(output),
-            **common.mpi_fields(stack, inputs["toolchain"], mpicc=mpicc, mpicxx=mpicxx))
-        common.install(work, final, {BINARY: binary, "build.log": logfile}, entry)
-    log(f"registered {entry['binary']}")
-    return Built(final / BINARY, entry, rebuilt=True)
+        entry = job.entry(
+            BINARY, cflags=cflags, cppflags=CPPFLAGS, compile_flags_c=c_flags,
+            compile_flags_cxx=cxx_flags, optimization=optimization(cxx_flags) or optimization(c_flags),
+            smoke_test_latency_us=_latency(output), **common.mpi_fields(stack, job.inputs["toolchain"], mpicc=mpicc,
+                                                                        mpicxx=mpicxx))
+        return job.install({BINARY: binary}, entry, log)
+
+    inputs = {"cflags": cflags, "toolchain": toolchain_identity(mpicxx), "toolchain_c": toolchain_identity(mpicc)}
+    return common.build(RECIPE, source, inputs, steps, force, log, f"(IMB-MPI1) with {stack.implementation}")
 
 
 def _latency(output: str) -> float | None:

@@ -14,11 +14,10 @@ import shlex
 from pathlib import Path
 
 from clusterbench.build import common
-from clusterbench.build.common import DEFAULT_CFLAGS, Built, Log
-from clusterbench.native.build import BuildError, toolchain_identity
+from clusterbench.build.common import DEFAULT_CFLAGS, Built, Job, Log, Recipe
+from clusterbench.native.build import toolchain_identity
 from clusterbench.system.mpi import mpi_stack
 
-BUILD_FORMAT = 1
 BINARY = "lulesh2.0"
 VERSION_RULES = (
     ("lulesh.cc", r"LULESH,?\s+Version\s+(\d+\.\d+)"),  # "This file is part of LULESH, Version 2.0."
@@ -27,6 +26,10 @@ VERSION_RULES = (
 )
 _FOM = re.compile(r"^FOM\s*=\s*([\d.eE+-]+)", re.M)
 _ELAPSED = re.compile(r"^Elapsed time\s*=\s*([\d.eE+-]+)", re.M)
+
+
+RECIPE = Recipe("lulesh", BINARY, "LULESH", VERSION_RULES, markers=("lulesh.cc", "lulesh.h", "Makefile"),
+                hint="give the LULESH 2.0 tree or tarball (github.com/LLNL/LULESH)")
 
 
 def lulesh_version(root: Path) -> str:
@@ -54,36 +57,23 @@ def build_lulesh(source: Path, cflags: str = DEFAULT_CFLAGS, openmp: bool = True
                  log: Log = lambda _msg: None, mpi: str | None = None) -> Built:
     stack = mpi_stack(mpi)
     mpicxx = stack.compiler(cxx=True)
-    with common.workspace("lulesh") as work:
-        tree, source_sum, _ = common.obtain(source, work, log, what="LULESH source")
-        root = common.find_root(tree, ("lulesh.cc", "lulesh.h", "Makefile"), "LULESH 2.0",
-                                hint="give the LULESH 2.0 tree or tarball (github.com/LLNL/LULESH)", given=source)
-        omp = ["-fopenmp"] if openmp else []
-        variables = {"CXX": f"{mpicxx} -DUSE_MPI=1",
-                     "CXXFLAGS": shlex.join([*shlex.split(cflags), *omp, "-I.", "-Wall"]),
-                     "LDFLAGS": shlex.join([*shlex.split(cflags), *omp])}
-        inputs = {"format": BUILD_FORMAT, "source_sha256": source_sum, "make": variables,
-                  "toolchain": toolchain_identity(mpicxx)}
-        final, done = common.existing_build("lulesh", BINARY, inputs, force, log)
-        if done:
-            return done
-        version = lulesh_version(root)
-        log(f"building LULESH {version} ({'MPI + OpenMP' if openmp else 'MPI only'}) with {stack.implementation}")
-        logfile = work / "build.log"
-        common.remove_objects(root, log)
-        common.run_logged(["make", common.make_jobs(), *(f"{k}={v}" for k, v in variables.items())], root, logfile,
-                          log, "make")
-        binary = root / BINARY
-        if not binary.is_file():
-            raise BuildError(f"make finished but {binary} is missing")
+    omp = ["-fopenmp"] if openmp else []
+    variables = {"CXX": f"{mpicxx} -DUSE_MPI=1", "CXXFLAGS": shlex.join([*shlex.split(cflags), *omp, "-I.", "-Wall"]),
+                 "LDFLAGS": shlex.join([*shlex.split(cflags), *omp])}
+
+    def steps(job: Job) -> Built:
+        common.run_logged(["make", common.make_jobs(), *(f"{k}={v}" for k, v in variables.items())], job.root,
+                          job.logfile, log, "make")
+        binary = job.made(job.root / BINARY, "make")
         log("smoke test: -s 5 -i 2 on 1 rank")
         output = common.smoke_run([str(binary), "-s", "5", "-i", "2"], BINARY, smoke_check, ranks=1, mpi=stack.name,
                                   env={"OMP_NUM_THREADS": "1"})
         figures = lulesh_figures(output)
-        entry = common.entry_for(
-            final, BINARY, version, source, source_sum, cflags=cflags, openmp=openmp, make_variables=variables,
+        entry = job.entry(
+            BINARY, cflags=cflags, openmp=openmp, make_variables=variables,
             smoke_test_fom=figures["fom"], smoke_test_elapsed_s=figures["elapsed_s"],
-            **common.mpi_fields(stack, inputs["toolchain"], mpicxx=mpicxx))
-        common.install(work, final, {BINARY: binary, "build.log": logfile}, entry)
-    log(f"registered {entry['binary']}")
-    return Built(final / BINARY, entry, rebuilt=True)
+            **common.mpi_fields(stack, job.inputs["toolchain"], mpicxx=mpicxx))
+        return job.install({BINARY: binary}, entry, log)
+
+    return common.build(RECIPE, source, {"make": variables, "toolchain": toolchain_identity(mpicxx)}, steps, force,
+                        log, f"({'MPI + OpenMP' if openmp else 'MPI only'}) with {stack.implementation}")

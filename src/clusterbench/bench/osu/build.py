@@ -15,17 +15,20 @@ from pathlib import Path
 
 from clusterbench.bench.osu.benchmark import COLLECTIVES, POINT_TO_POINT
 from clusterbench.build import common
-from clusterbench.build.common import DEFAULT_CFLAGS, Built, Log
-from clusterbench.native.build import BuildError, toolchain_identity
+from clusterbench.build.common import DEFAULT_CFLAGS, BuildError, Built, Job, Log, Recipe
+from clusterbench.native.build import toolchain_identity
 from clusterbench.system.mpi import mpi_stack
 
-BUILD_FORMAT = 1
 PROGRAMS = tuple(f"osu_{test}" for test in (*POINT_TO_POINT, "mbw_mr", "multi_lat", *COLLECTIVES))
 FOLDERS = ("c/mpi/pt2pt/standard", "c/mpi/collective/blocking", "mpi/pt2pt", "mpi/collective")
 VERSION_RULES = (
     ("configure.ac", r"AC_INIT\(\s*\[?OSU-Micro-Benchmarks\]?\s*,\s*\[?(\d+\.\d+(?:\.\d+)?)"),
     ("configure", r"^PACKAGE_VERSION='(\d+\.\d+(?:\.\d+)?)'"),
 )
+
+
+RECIPE = Recipe("osu", "osu_latency", "OSU Micro-Benchmarks", VERSION_RULES, markers=("configure.ac", "c/util"),
+                hint="give the OSU Micro-Benchmarks 7.x tree or tarball (mvapich.cse.ohio-state.edu/benchmarks)")
 
 
 def osu_version(root: Path) -> str:
@@ -54,40 +57,29 @@ def build_osu(source: Path, cflags: str = DEFAULT_CFLAGS, force: bool = False, l
               mpi: str | None = None) -> Built:
     stack = mpi_stack(mpi)
     mpicc, mpicxx = stack.compiler(), stack.compiler(cxx=True)
-    with common.workspace("osu") as work:
-        tree, source_sum, _ = common.obtain(source, work, log, what="OSU source")
-        root = common.find_root(tree, ("configure.ac", "c/util"), "OSU Micro-Benchmarks",
-                                hint="give the OSU Micro-Benchmarks 7.x tree or tarball "
-                                     "(mvapich.cse.ohio-state.edu/benchmarks)", given=source)
-        inputs = {"format": BUILD_FORMAT, "source_sha256": source_sum, "cflags": cflags,
-                  "toolchain": toolchain_identity(mpicc), "toolchain_cxx": toolchain_identity(mpicxx)}
-        final, done = common.existing_build("osu", "osu_latency", inputs, force, log)
-        if done:
-            return done
-        version = osu_version(root)
-        log(f"building OSU Micro-Benchmarks {version} with {stack.implementation}")
-        logfile = work / "build.log"
-        common.remove_objects(root, log)
+
+    def steps(job: Job) -> Built:
+        root = job.root
         if not (root / "configure").is_file():
-            common.run_logged(["autoreconf", "-fi"], root, logfile, log, "autoreconf")
+            common.run_logged(["autoreconf", "-fi"], root, job.logfile, log, "autoreconf")
         common.run_logged(["./configure", f"CC={mpicc}", f"CXX={mpicxx}", f"CFLAGS={cflags}", f"CXXFLAGS={cflags}"],
-                          root, logfile, log, "configure")
-        common.run_logged(["make", common.make_jobs()], root, logfile, log, "make")
+                          root, job.logfile, log, "configure")
+        common.run_logged(["make", common.make_jobs()], root, job.logfile, log, "make")
         programs = built_programs(root)
         if "osu_latency" not in programs:
             raise BuildError(f"make finished but osu_latency is not in {', '.join(FOLDERS[:2])} of {root}")
         log("smoke test: osu_latency, 1-8 bytes, 2 ranks")
         output = common.smoke_run([str(programs["osu_latency"]), "-m", "1:8"], "osu_latency", smoke_check,
                                   ranks=2, mpi=stack.name)
-        installed = {name: str(final / name) for name in programs}
         fields = {"cflags": cflags, "smoke_test_latency_us": _latency(output), "suite": "osu",
-                  "installed": installed,
-                  **common.mpi_fields(stack, inputs["toolchain"], mpicc=mpicc, mpicxx=mpicxx)}
-        entries = [common.entry_for(final, name, version, source, source_sum, program=str(path.relative_to(root)),
-                                    **fields) for name, path in programs.items()]
-        common.install(work, final, {**programs, "build.log": logfile}, entries)
-    log(f"registered {len(entries)} programs in {final}: {', '.join(programs)}")
-    return Built(final / "osu_latency", next(e for e in entries if e["name"] == "osu_latency"), rebuilt=True)
+                  "installed": {name: str(job.final / name) for name in programs},
+                  **common.mpi_fields(stack, job.inputs["toolchain"], mpicc=mpicc, mpicxx=mpicxx)}
+        entries = [job.entry(name, program=str(path.relative_to(root)), **fields)
+                   for name, path in programs.items()]
+        return job.install(programs, entries, log)
+
+    inputs = {"cflags": cflags, "toolchain": toolchain_identity(mpicc), "toolchain_cxx": toolchain_identity(mpicxx)}
+    return common.build(RECIPE, source, inputs, steps, force, log, f"with {stack.implementation}")
 
 
 def _latency(output: str) -> float | None:

@@ -17,13 +17,12 @@ import shlex
 from pathlib import Path
 
 from clusterbench.build import common
-from clusterbench.build.common import DEFAULT_CFLAGS, Built, Log
+from clusterbench.build.common import DEFAULT_CFLAGS, Built, Job, Log, Recipe
 from clusterbench.errors import UserInputError
-from clusterbench.native.build import BuildError, find_compiler, toolchain_identity
+from clusterbench.native.build import find_compiler, toolchain_identity
 from clusterbench.system.discover import SystemInfo, discover
 from clusterbench.units import format_bytes
 
-BUILD_FORMAT = 1
 BINARY = "stream"
 STREAM_DEFAULT_ELEMENTS = 10_000_000  # stream.c's own STREAM_ARRAY_SIZE
 DEFAULT_NTIMES = 10
@@ -32,6 +31,10 @@ VERSION_RULES = (
     ("stream.c", r"\$Revision:\s*(\d+\.\d+)"),  # printf("STREAM version $Revision: 5.10 $\n")
     ("stream.c", r"stream\.c,v\s+(\d+\.\d+)"),  # the RCS $Id$ line
 )
+
+
+RECIPE = Recipe("stream", BINARY, "STREAM", VERSION_RULES, markers=("stream.c",),
+                hint="give McCalpin's STREAM tree or tarball (stream.c; www.cs.virginia.edu/stream)")
 
 
 def stream_version(root: Path) -> str:
@@ -86,35 +89,25 @@ def build_stream(source: Path, array_size: int | None = None, ntimes: int = DEFA
     llc = system.topology.last_level_cache_bytes()
     check_memory(size, system)
     cc = find_compiler(mpi=False)
-    with common.workspace("stream") as work:
-        tree, source_sum, _ = common.obtain(source, work, log, what="STREAM source")
-        root = common.find_root(tree, ("stream.c",), "STREAM", given=source,
-                                hint="give McCalpin's STREAM tree or tarball (stream.c; www.cs.virginia.edu/stream)")
-        flags = [*shlex.split(cflags), "-fopenmp", f"-DSTREAM_ARRAY_SIZE={size}", f"-DNTIMES={ntimes}",
-                 *code_model_flags(size)]
-        inputs = {"format": BUILD_FORMAT, "source_sha256": source_sum, "flags": flags,
-                  "toolchain": toolchain_identity(cc)}
-        final, done = common.existing_build("stream", BINARY, inputs, force, log)
-        if done:
-            return done
-        version = stream_version(root)
-        how = "--array-size" if array_size else f"4 x last-level cache {format_bytes(llc or 0)}, at least 10M"
-        log(f"building STREAM {version}: {size} elements per array ({how}), NTIMES={ntimes}")
-        logfile = work / "build.log"
-        binary = work / BINARY
-        common.run_logged([cc, *flags, "stream.c", "-o", str(binary)], root, logfile, log, "compile stream.c")
-        if not binary.is_file():
-            raise BuildError(f"the compiler finished but {binary} is missing")
+    flags = [*shlex.split(cflags), "-fopenmp", f"-DSTREAM_ARRAY_SIZE={size}", f"-DNTIMES={ntimes}",
+             *code_model_flags(size)]
+
+    def steps(job: Job) -> Built:
+        binary = job.work / BINARY
+        common.run_logged([cc, *flags, "stream.c", "-o", str(binary)], job.root, job.logfile, log, "compile stream.c")
+        job.made(binary, "the compiler")
         log("smoke test: one run with this node's threads")
         output = common.smoke_run([str(binary)], BINARY, smoke_check, ranks=None, timeout=900)
-        entry = common.entry_for(
-            final, BINARY, version, source, source_sum, cflags=cflags, compile_flags=shlex.join(flags),
-            array_size=size, array_size_rule=None if array_size else "max(4 x last-level cache, 10M elements)",
+        entry = job.entry(
+            BINARY, cflags=cflags, compile_flags=shlex.join(flags), array_size=size,
+            array_size_rule=None if array_size else "max(4 x last-level cache, 10M elements)",
             last_level_cache_bytes=llc, ntimes=ntimes, openmp=True, cc=cc, mpi=None,
-            toolchain=inputs["toolchain"], smoke_test_triad_mbs=_triad(output))
-        common.install(work, final, {BINARY: binary, "build.log": logfile}, entry)
-    log(f"registered {entry['binary']}")
-    return Built(final / BINARY, entry, rebuilt=True)
+            toolchain=job.inputs["toolchain"], smoke_test_triad_mbs=_triad(output))
+        return job.install({BINARY: binary}, entry, log)
+
+    how = "--array-size" if array_size else f"4 x last-level cache {format_bytes(llc or 0)}, at least 10M"
+    return common.build(RECIPE, source, {"flags": flags, "toolchain": toolchain_identity(cc)}, steps, force, log,
+                        f"({size} elements per array: {how}; NTIMES={ntimes})")
 
 
 def _triad(output: str) -> float | None:
