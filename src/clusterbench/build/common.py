@@ -271,18 +271,26 @@ def mpi_fields(stack, toolchain: dict, **wrappers: str) -> dict:
 
 
 def smoke_run(program: list[str], what: str, check: Callable[[str], str | None], ranks: int | None = 1,
-              mpi: str | None = None, env: dict[str, str] | None = None, timeout: float = 300) -> str:
+              mpi: str | None = None, env: dict[str, str] | None = None, timeout: float = 300,
+              inputs: dict[str, str] | None = None, produces: str | None = None) -> str:
     """Run a new binary once on a tiny case, through `mpi`'s mpirun on `ranks` ranks (oversubscribed
     if the node has fewer cores; no binding), or directly when `ranks` is None; its output.
 
-    `check(output)` says what is wrong with the output (None: it is what the program prints when
-    it works). BuildError when it fails, times out or cannot start: such a build is never installed."""
-    from clusterbench.launch.mpirun import MpiLaunch, mpirun_command
+    `inputs` are files written into its working folder first (HPL.dat); `produces` a file name
+    pattern it must write there (HPCG's report). `check(output)` says what is wrong with the
+    output (None: it is what the program prints when it works). BuildError when it fails, times
+    out or cannot start: such a build is never installed. The mpirun line is the launch model's
+    (launch/site.py), the same as for a benchmark run."""
+    from clusterbench.launch.site import LOCAL
+    from clusterbench.launch.spec import Launch, Placement
 
     env = env or {}
-    cmd = program if ranks is None else mpirun_command(
-        MpiLaunch(ranks=ranks, env=env, bind_to="none", oversubscribe=ranks > 1, mpi=mpi), program)
+    placement = None if ranks is None else Placement(ranks=ranks, bind_to="none", mpi=mpi,
+                                                     oversubscribe=ranks > (os.cpu_count() or 1))
+    cmd = LOCAL.launch_command(Launch(tuple(program), placement, env))
     with tempfile.TemporaryDirectory(prefix="smoke-") as tmp:
+        for name, text in (inputs or {}).items():
+            Path(tmp, name).write_text(text)
         try:
             done = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=timeout,
                                   env=dict(os.environ) | env, stdin=subprocess.DEVNULL)
@@ -293,6 +301,8 @@ def smoke_run(program: list[str], what: str, check: Callable[[str], str | None],
         else:
             output = done.stdout + done.stderr
             reason = f"exit code {done.returncode}" if done.returncode != 0 else check(done.stdout)
+            if not reason and produces and not list(Path(tmp).glob(produces)):
+                reason = f"it wrote no {produces}"
     if reason:
         raise BuildError(f"the new {what} failed its smoke test ({reason}):\n$ {shlex.join(cmd)}\n"
                          + output.strip()[-1500:], hint="the build is not installed; what the program printed is above")

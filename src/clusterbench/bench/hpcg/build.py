@@ -8,13 +8,10 @@ grid on one rank (smoke test) before it is installed under the builds folder and
 
 from __future__ import annotations
 
-import os
-import subprocess
-import tempfile
 from pathlib import Path
 
 from clusterbench.build import common
-from clusterbench.build.common import BuildError, Built, Job, Log, Recipe, read_version, run_logged
+from clusterbench.build.common import Built, Job, Log, Recipe, read_version, run_logged
 from clusterbench.build.makearch import make_hpcg_arch
 from clusterbench.native.build import toolchain_identity
 from clusterbench.system.mpi import mpi_stack
@@ -64,16 +61,5 @@ def build_hpcg(source: Path, openmp: bool = True, cflags: str = DEFAULT_CFLAGS, 
 
 def smoke_test(binary: Path, mpi: str | None = None) -> None:
     """One rank, a 16^3 grid, 1 s: the binary must write its HPCG-Benchmark report."""
-    from clusterbench.launch.mpirun import MpiLaunch, mpirun_command
-
-    with tempfile.TemporaryDirectory(prefix="xhpcg-smoke-") as tmp:
-        cmd = mpirun_command(MpiLaunch(ranks=1, bind_to="none", env={"OMP_NUM_THREADS": "1"}, mpi=mpi),
-                             [str(binary), "--nx=16", "--ny=16", "--nz=16", "--rt=1"])
-        try:
-            done = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=300,
-                                  env=dict(os.environ) | {"OMP_NUM_THREADS": "1"})
-        except subprocess.TimeoutExpired:
-            raise BuildError(f"the new xhpcg did not finish a 16^3 test in 300 s: {binary}") from None
-        if done.returncode != 0 or not list(Path(tmp).glob("HPCG-Benchmark*.txt")):
-            raise BuildError(f"the new xhpcg failed its smoke test (exit code {done.returncode}):\n"
-                             + (done.stdout + done.stderr).strip()[-1200:])
+    common.smoke_run([str(binary), "--nx=16", "--ny=16", "--nz=16", "--rt=1"], "xhpcg", lambda output: None,
+                     ranks=1, mpi=mpi, env={"OMP_NUM_THREADS": "1"}, produces="HPCG-Benchmark*.txt")

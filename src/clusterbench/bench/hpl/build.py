@@ -15,8 +15,6 @@ import hashlib
 import os
 import shlex
 import shutil
-import subprocess
-import tempfile
 from importlib import resources
 from pathlib import Path
 
@@ -125,21 +123,17 @@ def main_source() -> Path:
 def smoke_test(binary: Path, blas: str, mpi: str | None = None) -> float:
     """Run the new xhpl once on a tiny problem; its Gflop/s. BuildError unless it PASSED."""
     from clusterbench.bench.placement import blas_dir, choose_blas, library_path_env
-    from clusterbench.launch.mpirun import MpiLaunch, mpirun_command
 
-    env = dict(os.environ) | {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    env = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
     if blas == "generic":
         env |= library_path_env(blas_dir(choose_blas(None, 1)))
-    with tempfile.TemporaryDirectory(prefix="xhpl-smoke-") as tmp:
-        Path(tmp, "HPL.dat").write_text(render_hpl_dat(HplInput(ns=[256], nbs=[64], grids=[(1, 1)])))
-        cmd = mpirun_command(MpiLaunch(ranks=1, bind_to="none", mpi=mpi), [str(binary)])
-        try:
-            done = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=120)
-        except subprocess.TimeoutExpired:
-            raise BuildError(f"the new xhpl did not finish a N=256 test in 120 s: {binary}") from None
-    outcome = hpl_outcome(done.stdout)
-    gflops = [m.value for m in outcome.metrics if m.name == "hpl_gflops"]
-    if done.returncode != 0 or not outcome.valid or not gflops:
-        raise BuildError(f"the new xhpl failed its smoke test (exit code {done.returncode}):\n"
-                         + (done.stdout + done.stderr).strip()[-1200:])
-    return gflops[0]
+
+    def passed(output: str) -> str | None:
+        outcome = hpl_outcome(output)
+        if not outcome.valid or not outcome.best("hpl_gflops"):
+            return "; ".join(outcome.reasons) or "no result line"
+        return None
+
+    output = common.smoke_run([str(binary)], "xhpl", passed, ranks=1, mpi=mpi, env=env, timeout=120,
+                              inputs={"HPL.dat": render_hpl_dat(HplInput(ns=[256], nbs=[64], grids=[(1, 1)]))})
+    return hpl_outcome(output).best("hpl_gflops").value
