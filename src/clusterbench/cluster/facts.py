@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 from clusterbench.cluster.remote import Answer, run_everywhere
 from clusterbench.system.microarch import estimate_peak
-from clusterbench.system.software import Memory, parse_meminfo, parse_mpirun_version, variant_of_path
+from clusterbench.system.mpi import parse_mpirun_version
+from clusterbench.system.software import Memory, parse_meminfo, variant_of_path
 from clusterbench.system.sources import from_lscpu_text
 from clusterbench.system.topology import Topology
 

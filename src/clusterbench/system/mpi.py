@@ -18,7 +18,21 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from clusterbench.errors import MissingToolError, UserInputError
-from clusterbench.system.software import parse_mpirun_version
+
+
+def parse_mpirun_version(text: str) -> tuple[str | None, str | None]:
+    """'mpirun (Open MPI) 4.1.4' / 'HYDRA build details: Version: 4.0.2' / Intel MPI."""
+    m = re.search(r"\(Open MPI\)\s+([\w.\-]+)", text)
+    if m:
+        return "Open MPI", m.group(1)
+    m = re.search(r"Intel\(R\) MPI Library.*?Version\s+([\w.]+)", text, re.S)
+    if m:
+        return "Intel MPI", m.group(1)
+    m = re.search(r"HYDRA build details:\s*Version:\s*([\w.]+)", text, re.S)
+    if m:
+        return "MPICH", m.group(1)
+    return None, None
+
 
 MPI_CHOICES = ("openmpi", "mpich")
 IMPLEMENTATION_NAMES = {"Open MPI": "openmpi", "MPICH": "mpich", "Intel MPI": "intelmpi"}

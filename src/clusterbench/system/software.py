@@ -18,6 +18,8 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from clusterbench.system.mpi import ask_version
+
 TOOLS = {
     "mpirun": "apt-get install openmpi-bin libopenmpi-dev",
     "mpicc": "apt-get install libopenmpi-dev",
@@ -72,24 +74,8 @@ class MpiInfo:
         return f"{self.implementation or 'unknown MPI'} {self.version or ''}".strip()
 
 
-def parse_mpirun_version(text: str) -> tuple[str | None, str | None]:
-    """'mpirun (Open MPI) 4.1.4' / 'HYDRA build details: Version: 4.0.2' / Intel MPI."""
-    m = re.search(r"\(Open MPI\)\s+([\w.\-]+)", text)
-    if m:
-        return "Open MPI", m.group(1)
-    m = re.search(r"Intel\(R\) MPI Library.*?Version\s+([\w.]+)", text, re.S)
-    if m:
-        return "Intel MPI", m.group(1)
-    m = re.search(r"HYDRA build details:\s*Version:\s*([\w.]+)", text, re.S)
-    if m:
-        return "MPICH", m.group(1)
-    return None, None
-
-
 def detect_mpi() -> MpiInfo:
     """The MPI a plain `mpirun` starts (asked once per process, with the MPI choice's own cache)."""
-    from clusterbench.system.mpi import ask_version
-
     mpirun = shutil.which("mpirun")
     impl, version = ask_version(mpirun) if mpirun else (None, None)
     return MpiInfo(impl, version, mpirun, shutil.which("mpicc"))
