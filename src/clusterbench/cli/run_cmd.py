@@ -11,7 +11,6 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from rich.table import Table
 
 from clusterbench.bench.params import MAX_N
-from clusterbench.bench.sizing import hpcc_stream_elements
 from clusterbench.cli.app import app, console, err_console, open_store
 from clusterbench.cli.plan_cmd import LayoutName
 from clusterbench.cli.system_cmd import positive
@@ -41,6 +40,7 @@ def run(
     from clusterbench.bench.hpl.benchmark import find_xhpl
     from clusterbench.launch.process import signals_as_interrupt
     from clusterbench.suite.characterise import plan_suite, run_suite
+    from clusterbench.suite.summary import summarise
     from clusterbench.system.discover import discover
     from clusterbench.units import format_duration, parse_duration
 
@@ -108,75 +108,10 @@ def run(
         raise typer.Exit(1)
 
 
-def summarise(info, result, db_path: str) -> dict:
-    """Every figure of the summary, each from the stored runs of this suite."""
-    plan = result.plan
-    rpeak = info.rpeak_total_gflops
-    best = result.rmax()
-
-    def val(name: str) -> float | None:
-        m = result.metric(name)
-        return m.value if m else None
-
-    out = {
-        "system": {"host": info.topology.hostname, "cpu": info.topology.model_name,
-                   "cores": info.topology.cores_total, "sockets": info.topology.sockets,
-                   "memory_bytes": info.memory_bytes(), "fingerprint": info.fingerprint()},
-        "rpeak_gflops": rpeak,
-        "rpeak_derivation": info.peak.derivation(),
-        "rmax_gflops": best[0].value if best else None,
-        "rmax_run": best[1] if best else None,
-        "efficiency": (best[0].value / rpeak) if best and rpeak else None,
-        "hpl": (best[0].labels | {"layout": plan.layout.name, "ranks": plan.layout.ranks,
-                                  "threads": plan.layout.threads_per_rank}) if best else None,
-        "dgemm_gflops": {"single": val("SingleDGEMM_Gflops"), "star_per_rank": val("StarDGEMM_Gflops")},
-        "stream_gbs": {kind: {op: val(f"{kind.capitalize()}STREAM_{op}")
-                              for op in ("Copy", "Scale", "Add", "Triad")}
-                       for kind in ("single", "star")},
-        "pingpong": {"latency_us_min": val("MinPingPongLatency_usec"),
-                     "latency_us_avg": val("AvgPingPongLatency_usec"),
-                     "bandwidth_gbs_max": val("MaxPingPongBandwidth_GBytes"),
-                     "bandwidth_gbs_avg": val("AvgPingPongBandwidth_GBytes")},
-        "hpcc_stream_array_bytes": hpcc_stream_elements(plan.n, plan.layout.ranks) * 8,
-        "last_level_cache_bytes": info.topology.last_level_cache_bytes(),
-        "stream_threads": _stream_scaling(result),
-        "pingpong_curve": _pingpong_curve(result),
-        "skipped": plan.skipped,
-        "runs": [{"id": r.id, "status": r.status, "valid": r.valid, "reason": r.reason,
-                  "duration_s": round(r.duration_s, 2), "workdir": str(r.workdir),
-                  "blas_loaded": r.outcome.facts.get("blas_loaded_resolved")} for r in result.runs],
-        "database": db_path,
-    }
-    return out
-
-
-SHOWN_SIZES = (0, 2**10, 2**13, 2**15, 2**20)  # the sizes the STFC study tabulates, and 1 MiB
-
-
-def _stream_scaling(result) -> list[dict]:
-    """Triad (MB/s) of each valid stream kernel run, by thread count."""
-    rows = []
-    for run in result.runs:
-        triad = run.outcome.best("stream_triad") if run.valid and run.benchmark == "stream" else None
-        if triad:
-            rows.append({"threads": run.params["threads"], "triad_mbs": triad.value,
-                         "elements": run.params["n"], "run": run.id})
-    return sorted(rows, key=lambda r: r["threads"])
-
-
-def _pingpong_curve(result) -> dict | None:
-    """One-way time and bandwidth per message size of the ping-pong kernel run."""
-    for run in result.runs:
-        if run.valid and run.benchmark == "pingpong":
-            times = {m.labels["bytes"]: m.value for m in run.outcome.metrics if m.name == "pingpong_time_us"}
-            rates = {m.labels["bytes"]: m.value for m in run.outcome.metrics if m.name == "pingpong_bandwidth"}
-            return {"run": run.id, "hosts": run.outcome.facts.get("hosts"),
-                    "rows": [{"bytes": b, "time_us": times[b], "mbs": rates.get(b)} for b in sorted(times)]}
-    return None
-
-
 def _fmt(v: float | None, unit: str, digits: int = 2) -> str:
     return "n/a" if v is None else f"{v:.{digits}f} {unit}"
+
+SHOWN_SIZES = (0, 2**10, 2**13, 2**15, 2**20)  # the sizes the STFC study tabulates, and 1 MiB
 
 
 def print_summary(s: dict) -> None:
