@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 from clusterbench.bench.hpl.input import HplInput, render_hpccinf
-from clusterbench.bench.hpl.planner import grids, layouts
+from clusterbench.bench.hpl.planner import grids
+from clusterbench.bench.layout import layouts
 from clusterbench.launch.mpirun import MpiLaunch, mpirun_command
 from clusterbench.system.discover import discover
 

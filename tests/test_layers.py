@@ -7,6 +7,7 @@ import. docs/architecture.md explains the layers.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -69,3 +70,39 @@ def test_an_upward_import_breaks_the_layers_contract(tmp_path, module, target):
     assert f"{LAYERS} BROKEN" in out
     importer = "clusterbench." + module.removesuffix(".py").replace("/", ".")
     assert f"{importer} -> {target} (l.{line})" in out, out
+
+
+# ---------------------------------------------------------------- no cycle at any depth
+
+# Run in a clean interpreter on the `src` given: pairs of siblings that reach each other.
+MUTUAL = """
+import grimp, itertools, json
+g = grimp.build_graph("clusterbench")
+siblings = (pair for m in sorted(g.modules) for pair in itertools.combinations(sorted(g.find_children(m)), 2))
+print(json.dumps([(a, b) for a, b in siblings
+                  if g.chain_exists(a, b, as_packages=True) and g.chain_exists(b, a, as_packages=True)]))
+"""
+
+
+def mutual_imports(src: Path) -> list[tuple[str, str]]:
+    """Pairs of sibling packages or modules, at every depth (clusterbench.bench.hpl and
+    clusterbench.bench.placement; clusterbench.system.mpi and clusterbench.system.software), that
+    import each other directly or through others, function-level imports included (grimp, which
+    import-linter uses)."""
+    pytest.importorskip("grimp", reason="grimp comes with import-linter (pip install -e '.[dev]')")
+    out = subprocess.run([sys.executable, "-c", MUTUAL], env={**os.environ, "PYTHONPATH": str(src)},
+                         capture_output=True, text=True, timeout=120, check=True)
+    return [tuple(pair) for pair in json.loads(out.stdout)]
+
+
+def test_no_two_packages_or_modules_import_each_other_at_any_depth():
+    assert mutual_imports(ROOT / "src") == []
+
+
+def test_a_cycle_between_two_benchmark_packages_is_found(tmp_path):
+    src = tmp_path / "src"
+    shutil.copytree(ROOT / "src" / "clusterbench", src / "clusterbench", ignore=shutil.ignore_patterns("__pycache__"))
+    back = "\n\ndef _suite():\n    from clusterbench.bench.hpcc import budget  # HPL into HPCC\n    return budget\n"
+    with (src / "clusterbench" / "bench" / "hpl" / "planner.py").open("a") as f:
+        f.write(back)
+    assert ("clusterbench.bench.hpcc", "clusterbench.bench.hpl") in mutual_imports(src)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 
-from clusterbench.bench.hpl.planner import grids, layouts
+from clusterbench.bench.layout import layouts
 from clusterbench.bench.params import MAX_COUNT, Param
 from clusterbench.errors import UserInputError
 from clusterbench.launch.mpirun import INTERCONNECTS
@@ -114,23 +114,6 @@ def _placement(layout: str, nodes: int, ranks: int | None, threads: int | None, 
     default_bind = {"mpi": "core", "hybrid-socket": "socket", "hybrid-node": "none"}[base.name]
     bind = bind_to or (default_bind if threads == 1 or base.name != "mpi" else "none")
     return {"ranks": ranks, "threads": threads, "bind_to": bind, "blas": choose_blas(blas, threads)}
-
-
-def resolve_grid(point: dict, ethernet: bool = False) -> None:
-    """P x Q from the rank count when not given (squarest grid), and checked when given."""
-    ranks = point["ranks"]
-    p, q = point.get("p"), point.get("q")
-    if p is None and q is None:
-        point["p"], point["q"] = grids(ranks, ethernet)[0]
-    elif p is None or q is None:
-        given = p or q
-        if ranks % given:
-            raise UserInputError(f"{'p' if p else 'q'}={given} does not divide the {ranks} ranks")
-        point["p"], point["q"] = (given, ranks // given) if p else (ranks // given, given)
-    elif p * q != ranks:
-        options = ", ".join(f"{a}x{b}" for a, b in grids(ranks))
-        raise UserInputError(f"P x Q = {p}x{q} = {p * q} does not equal the {ranks} MPI ranks",
-                             hint=f"grids for {ranks} ranks: {options}")
 
 
 def available_rpeak(point: dict, system: SystemInfo) -> float | None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from clusterbench.bench.base import Benchmark
-from clusterbench.bench.hpl.planner import thread_env
+from clusterbench.bench.layout import thread_env
 from clusterbench.bench.placement import LAYOUT_MAP_BY, blas_dir, choose_blas, library_path_env
 from clusterbench.launch.spec import Launch, Placement
 from clusterbench.system.discover import SystemInfo

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 
 from clusterbench.bench.hpcc.benchmark import find_hpcc
 from clusterbench.bench.hpcc.budget import HpccTimeModel
-from clusterbench.bench.hpl.planner import Layout, check_problem, grids, layouts, n_for_memory
+from clusterbench.bench.hpl.planner import check_problem, grids, n_for_memory
+from clusterbench.bench.layout import Layout, layouts
 from clusterbench.bench.metrics import Metric
 from clusterbench.bench.registry import benchmark_class
 from clusterbench.campaign.expand import expand

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from clusterbench.bench.hpl.planner import DEFAULT_EFFICIENCY, hpl_flops  # HPL's assumed efficiency, one value
+from clusterbench.bench.hpl.planner import (  # HPL's assumed efficiency, one value
+    DEFAULT_EFFICIENCY,
+    STARTUP_S,
+    hpl_flops,
+)
 
 DEFAULT_OTHER_COEFF = 2.2e-8
 OTHER_EXPONENT = 2.4
-STARTUP_S = 2.0
 
 
 @dataclass

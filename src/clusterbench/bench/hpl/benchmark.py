@@ -12,11 +12,10 @@ import os
 from pathlib import Path
 from typing import ClassVar
 
-from clusterbench.bench.hpcc.budget import STARTUP_S
 from clusterbench.bench.hpl import output
 from clusterbench.bench.hpl.input import HplInput, render_hpl_dat
 from clusterbench.bench.hpl.output import hpl_outcome
-from clusterbench.bench.hpl.planner import DEFAULT_EFFICIENCY, check_problem, hpl_flops
+from clusterbench.bench.hpl.planner import DEFAULT_EFFICIENCY, STARTUP_S, check_problem, hpl_flops, resolve_grid
 from clusterbench.bench.metrics import Outcome
 from clusterbench.bench.official import OfficialBinary, find_binary
 from clusterbench.bench.params import REQUIRED, Param
@@ -25,7 +24,6 @@ from clusterbench.bench.placement import (
     LAYOUT_PARAM,
     PLACEMENT_PARAMS,
     available_rpeak,
-    resolve_grid,
     resolve_placement,
 )
 from clusterbench.build import registry

@@ -19,6 +19,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from clusterbench.bench.hpl.input import HplInput, render_hpccinf, render_hpl_dat
+from clusterbench.bench.layout import Layout, layouts
 from clusterbench.errors import UserInputError
 from clusterbench.units import parse_size
 
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 BYTES_PER_DOUBLE = 8
 # Rmax/Rpeak assumed when nothing better is known (no stored run): typical of HPL on one node with
 # a tuned BLAS. Time estimates of HPL and HPCC, and N sized from a solve time, all assume it.
+STARTUP_S = 2.0  # mpirun start-up, allocation and first touch of one HPL-like run
 DEFAULT_EFFICIENCY = 0.75
 DEFAULT_MEMORY_FRACTION = 0.8  # of memory the matrix fills: the rest is left to the OS and MPI
 
@@ -78,35 +80,6 @@ def grids(ranks: int, ethernet: bool = False) -> list[tuple[int, int]]:
         raise UserInputError(f"rank count must be positive, got {ranks}")
     found = [(p, ranks // p) for p in range(1, int(math.isqrt(ranks)) + 1) if ranks % p == 0]
     return sorted(found, key=lambda g: g[0]) if ethernet else sorted(found, key=lambda g: g[1] - g[0])
-
-
-@dataclass(frozen=True)
-class Layout:
-    """How the cores of the nodes are split into MPI ranks and threads per rank."""
-
-    name: str  # "mpi" (one rank per core), "hybrid-node", "hybrid-socket"
-    ranks: int
-    threads_per_rank: int
-    ranks_per_node: int
-
-    def env(self) -> dict[str, str]:
-        return thread_env(self.threads_per_rank)
-
-
-def thread_env(threads: int) -> dict[str, str]:
-    """Thread counts for OpenMP and every threaded BLAS, so a serial rank stays serial."""
-    t = str(threads)
-    return {"OMP_NUM_THREADS": t, "OPENBLAS_NUM_THREADS": t, "BLIS_NUM_THREADS": t, "MKL_NUM_THREADS": t}
-
-
-@lru_cache(maxsize=64)
-def layouts(nodes: int, sockets: int, cores_per_socket: int) -> dict[str, Layout]:
-    cores = sockets * cores_per_socket
-    return {
-        "mpi": Layout("mpi", nodes * cores, 1, cores),
-        "hybrid-socket": Layout("hybrid-socket", nodes * sockets, cores_per_socket, sockets),
-        "hybrid-node": Layout("hybrid-node", nodes, cores, 1),
-    }
 
 
 def check_problem(n: int, nb: int, p: int, q: int, ranks: int,
@@ -274,3 +247,20 @@ def hpl_n(opts: Mapping[str, Any], point: Mapping[str, Any], system: SystemInfo)
     if n <= 0:
         raise UserInputError(f"hpl_n gives N={n} for NB={nb}: too little memory or time")
     return n
+
+
+def resolve_grid(point: dict, ethernet: bool = False) -> None:
+    """P x Q from the rank count when not given (squarest grid), and checked when given."""
+    ranks = point["ranks"]
+    p, q = point.get("p"), point.get("q")
+    if p is None and q is None:
+        point["p"], point["q"] = grids(ranks, ethernet)[0]
+    elif p is None or q is None:
+        given = p or q
+        if ranks % given:
+            raise UserInputError(f"{'p' if p else 'q'}={given} does not divide the {ranks} ranks")
+        point["p"], point["q"] = (given, ranks // given) if p else (ranks // given, given)
+    elif p * q != ranks:
+        options = ", ".join(f"{a}x{b}" for a, b in grids(ranks))
+        raise UserInputError(f"P x Q = {p}x{q} = {p * q} does not equal the {ranks} MPI ranks",
+                             hint=f"grids for {ranks} ranks: {options}")
