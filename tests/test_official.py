@@ -156,7 +156,7 @@ def test_missing_binary_says_how_to_get_it(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("dims, ranks", [((64, 64, 64), 2), ((160, 160, 168), 2)])
 def test_hpcg_planner_respects_rules(dims, ranks):
-    from clusterbench.bench.sizing import HPCG_BYTES_PER_POINT, hpcg_dims, hpcg_dims_problem
+    from clusterbench.bench.hpcg.sizing import HPCG_BYTES_PER_POINT, hpcg_dims, hpcg_dims_problem
     memory = dims[0] * dims[1] * dims[2] * ranks * HPCG_BYTES_PER_POINT * 4  # so that 25% holds `dims`
     planned = hpcg_dims(memory, ranks)
     assert hpcg_dims_problem(planned) is None

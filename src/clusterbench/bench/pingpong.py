@@ -14,20 +14,13 @@ import re
 from pathlib import Path
 
 from clusterbench.bench.declare import MetricSpec, ReportUse
+from clusterbench.bench.imb.sizing import exchange_seconds
 from clusterbench.bench.metrics import Metric, Outcome
-from clusterbench.bench.native import GUESS_MEMORY_BYTES_S, GUESS_START_S, KERNEL_PARAMS, NativeKernel
+from clusterbench.bench.native import GUESS_START_S, KERNEL_PARAMS, NativeKernel
 from clusterbench.bench.params import Param
-from clusterbench.bench.sizing import message_sizes, repetitions
 from clusterbench.errors import UserInputError
 from clusterbench.system.discover import SystemInfo
 
-GUESS_LATENCY_S = 5e-6  # one message, generous for shared memory and TCP alike
-
-
-def exchange_seconds(min_log2: int, max_log2: int, iterations: int, dynamic: bool) -> float:
-    """A first guess of a ping-pong sweep's duration: two messages per repetition, plus warm-up."""
-    return sum(2 * (repetitions(size, iterations, dynamic) + 1) * (GUESS_LATENCY_S + size / GUESS_MEMORY_BYTES_S)
-               for size in message_sizes(min_log2, max_log2))
 MAX_LOG2 = 30  # 1 GiB messages: beyond, buffers stop being a message-passing question
 _ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s*$", re.M)
 _HOSTS = re.compile(r"rank 0 on (\S+), rank 1 on (\S+)")

@@ -5,7 +5,7 @@ The CLI prints it as a table or as JSON; nothing here formats for a terminal.
 
 from __future__ import annotations
 
-from clusterbench.bench.sizing import hpcc_stream_elements
+from clusterbench.bench.hpcc.sizing import hpcc_stream_elements
 from clusterbench.suite.characterise import SuiteResult
 from clusterbench.system.discover import SystemInfo
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 from clusterbench.bench.hpcg import output
 from clusterbench.bench.hpcg.output import hpcg_outcome
+from clusterbench.bench.hpcg.sizing import HPCG_LIST_FRACTION, hpcg_dims, hpcg_dims_problem, hpcg_memory
 from clusterbench.bench.metrics import Outcome
 from clusterbench.bench.native import GUESS_START_S, memory_limit
 from clusterbench.bench.official import OFFICIAL_PLACEMENT, OfficialBinary
 from clusterbench.bench.params import Param
-from clusterbench.bench.sizing import HPCG_LIST_FRACTION, hpcg_dims, hpcg_dims_problem, hpcg_memory
 from clusterbench.errors import UserInputError
 from clusterbench.system.discover import SystemInfo
 from clusterbench.units import format_bytes

@@ -54,7 +54,7 @@ class Imb(OfficialBinary):
 
     @classmethod
     def estimate_s(cls, point: dict, system: SystemInfo) -> float | None:
-        from clusterbench.bench.pingpong import exchange_seconds
+        from clusterbench.bench.imb.sizing import exchange_seconds
         tests = len(point["tests"].split(","))
         return GUESS_START_S + tests * exchange_seconds(point["min_log2"], point["max_log2"],
                                                         point.get("iter") or 1000, point.get("iter_policy") != "off")
