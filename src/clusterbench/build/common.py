@@ -285,8 +285,7 @@ def smoke_run(program: list[str], what: str, check: Callable[[str], str | None],
     from clusterbench.launch.spec import Launch, Placement
 
     env = env or {}
-    placement = None if ranks is None else Placement(ranks=ranks, bind_to="none", mpi=mpi,
-                                                     oversubscribe=ranks > (os.cpu_count() or 1))
+    placement = None if ranks is None else Placement(ranks=ranks, bind_to="none", mpi=mpi, oversubscribe=ranks > 1)
     cmd = LOCAL.launch_command(Launch(tuple(program), placement, env))
     with tempfile.TemporaryDirectory(prefix="smoke-") as tmp:
         for name, text in (inputs or {}).items():

@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass, field
 
 from clusterbench.bench.declare import MetricSpec, OutputFormat, ReportUse, Result
+from clusterbench.bench.hpl.planner import hpl_flops
 from clusterbench.bench.metrics import Metric, Outcome, TooManyResults, is_finite
 
 _VERSION = re.compile(r"HPLinpack\s+(\d+(?:\.\d+)*)")
@@ -45,12 +46,6 @@ RPEAK_FACTOR = 10  # above 10x the Rpeak of the system it ran on, a figure is im
 # HPL's Gflops follow from N and its own (unrounded) time; the printed time has two decimals.
 # A figure more than this factor outside what N and the printed time allow was not computed by HPL.
 CONSISTENCY_FACTOR = 2.0
-
-
-def hpl_flops(n: float) -> float:
-    """The operation count HPL credits to a solve of order N: 2/3 N^3 + 3/2 N^2."""
-    n = float(n)
-    return 2.0 / 3.0 * n ** 3 + 1.5 * n ** 2 if n < 1e100 else float("inf")
 
 
 def implausible(n: float, time_s: float, gflops: float, ranks: float | None,

@@ -34,8 +34,12 @@ DEFAULT_EFFICIENCY = 0.75
 DEFAULT_MEMORY_FRACTION = 0.8  # of memory the matrix fills: the rest is left to the OS and MPI
 
 
-def hpl_flops(n: int) -> float:
-    """The operation count HPL itself uses to compute Gflops: 2/3 N^3 + 3/2 N^2."""
+def hpl_flops(n: float) -> float:
+    """The operation count HPL itself uses to compute Gflops: 2/3 N^3 + 3/2 N^2 (planning, and the
+    output parser's check that printed Gflops follow from N and the time). An N read from a file
+    may be absurd: from 1e100 on, the count is infinite rather than an overflow."""
+    if n >= 1e100:
+        return float("inf")
     return 2.0 / 3.0 * n**3 + 1.5 * n**2
 
 
