@@ -16,22 +16,12 @@ from clusterbench.analysis.select import Selection
 from clusterbench.bench import registry
 from clusterbench.campaign.expand import expand
 from clusterbench.campaign.spec import parse_campaign
-from clusterbench.execution.loop import run_all
+from clusterbench.execution.loop import QuietReporter, run_all
 from clusterbench.report.build import build
 from clusterbench.report.model import Options
 from clusterbench.store.db import Store
 from clusterbench.store.importer import import_paths
 from clusterbench.system.discover import discover
-
-
-class Quiet:
-    """The run loop's reporter, saying nothing."""
-
-    def start(self, pending, done, eta): ...
-    def run_started(self, run): ...
-    def tick(self, run, elapsed, detail): ...
-    def run_finished(self, run, result, eta): ...
-    def waiting(self, seconds, reason): ...
 
 
 @pytest.fixture
@@ -65,7 +55,7 @@ def test_the_docs_benchmark_runs_imports_and_is_reported(ddcopy, tmp_path, isola
     runs = expand(campaign, source, discover(with_software=False))
     log = _old_log(tmp_path)
     with Store(isolated_db) as store:
-        live = run_all(store, runs, Quiet())
+        live = run_all(store, runs, QuietReporter())
         imported = import_paths(store, [str(log.parent)])
         report = build(store, Selection(), Options())
     # 1. in a campaign

@@ -84,34 +84,27 @@ def bench(
         print_metrics(r)
 
 
-class _Spinner:
-    """The run loop's reporter for `bench`: a spinner per run (nothing with --json)."""
-
-    def __init__(self, name: str, quiet: bool) -> None:
-        self.name, self.quiet, self.status = name, quiet, None
-
-    def start(self, pending, done, eta) -> None: ...
-
-    def run_started(self, run) -> None:
-        if not self.quiet:
-            self.status = console.status(f"{self.name} r{run.repeat}", spinner="dots")
-            self.status.start()
-
-    def tick(self, run, elapsed, detail) -> None: ...
-
-    def run_finished(self, run, result, eta) -> None:
-        if self.status:
-            self.status.stop()
-
-    def waiting(self, seconds, reason) -> None: ...
-
-
 def _run_points(name: str, runs, info, tags: dict, as_json: bool) -> list:
     """Each run of the point, stored. A bench run needs no campaign lock: its id is
     `<UTC time>-<benchmark>-<6 hex>` (executor.new_run_id), which never has a campaign run's form
     `<campaign>-<benchmark>-<12 hex>-r<repeat>`, so it cannot take a campaign's run directory; and
     executor.start refuses to replace a directory whose run is finished or still running."""
-    from clusterbench.execution.loop import run_all
+    from clusterbench.execution.loop import QuietReporter, run_all  # here: the loop loads the store and benchmarks
+
+    class _Spinner(QuietReporter):
+        """The run loop's reporter for `bench`: a spinner per run (nothing with --json)."""
+
+        def __init__(self, name: str, quiet: bool) -> None:
+            self.name, self.quiet, self.status = name, quiet, None
+
+        def run_started(self, run) -> None:
+            if not self.quiet:
+                self.status = console.status(f"{self.name} r{run.repeat}", spinner="dots")
+                self.status.start()
+
+        def run_finished(self, run, result, eta) -> None:
+            if self.status:
+                self.status.stop()
 
     spinner = _Spinner(name, as_json)
     with open_store() as store:

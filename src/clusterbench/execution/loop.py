@@ -32,6 +32,25 @@ class Reporter(Protocol):
     def waiting(self, seconds: float, reason: str) -> None: ...
 
 
+class QuietReporter:
+    """A reporter that says nothing: callers that show only part of the progress override those hooks."""
+
+    def start(self, pending: list[PlannedRun], done: int, eta: Eta) -> None:
+        pass
+
+    def run_started(self, run: PlannedRun) -> None:
+        pass
+
+    def tick(self, run: PlannedRun, elapsed: float, detail: str | None) -> None:
+        pass
+
+    def run_finished(self, run: PlannedRun, result: RunResult, eta: Eta) -> None:
+        pass
+
+    def waiting(self, seconds: float, reason: str) -> None:
+        pass
+
+
 @dataclass
 class Eta:
     """Remaining time from the planned estimates, corrected by how long finished runs took.

@@ -27,7 +27,7 @@ from clusterbench.campaign.expand import expand
 from clusterbench.campaign.spec import BenchmarkBlock, Campaign, CampaignError
 from clusterbench.errors import UserInputError
 from clusterbench.execution.executor import RunResult
-from clusterbench.execution.loop import run_all
+from clusterbench.execution.loop import QuietReporter, run_all
 from clusterbench.execution.request import PlannedRun
 from clusterbench.launch.mpirun import require_mpirun
 from clusterbench.store.db import Store
@@ -171,7 +171,7 @@ def plan_suite(system: SystemInfo, store: Store, budget_s: float, full: bool = F
     return plan
 
 
-class _Ticks:
+class _Ticks(QuietReporter):
     """The run loop's reporter for the suite: each run's elapsed time, under a label, to `tick`."""
 
     def __init__(self, callback: Callable[[str, float, str | None], None] | None) -> None:
@@ -182,11 +182,6 @@ class _Ticks:
         if run.benchmark in ("hpcc", "hpl"):
             return "xhpl" if run.benchmark == "hpl" else "hpcc"
         return f"{run.benchmark} " + ", ".join(f"{k}={run.params[k]}" for k in ("threads", "ranks"))
-
-    def start(self, pending, done, eta) -> None: ...
-    def run_started(self, run) -> None: ...
-    def run_finished(self, run, result, eta) -> None: ...
-    def waiting(self, seconds, reason) -> None: ...
 
     def tick(self, run, elapsed, detail) -> None:
         if self.callback:
