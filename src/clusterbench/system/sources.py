@@ -117,6 +117,7 @@ def from_hwloc_xml(text: str, source: str = "hwloc-xml") -> Topology:
     packages: list[list[int]] = []
     numa: list[NumaDomain] = []
     caches: dict[tuple[int, str], list[int]] = {}
+    l3_groups: list[list[int]] = []
     accelerators: list[str] = []
 
     def walk(obj: ET.Element, package: str | None) -> None:
@@ -143,6 +144,8 @@ def from_hwloc_xml(text: str, source: str = "hwloc-xml") -> Topology:
         cache = _cache_of(obj)
         if cache and _bitmap(obj.get("cpuset")) & allowed:
             caches.setdefault(cache[:2], []).append(cache[2])
+            if cache[0] == 3 and cache[1] != "instruction":
+                l3_groups.append(sorted(_bitmap(obj.get("cpuset")) & allowed))
         for child in obj.findall("object"):
             walk(child, package)
 
@@ -170,6 +173,7 @@ def from_hwloc_xml(text: str, source: str = "hwloc-xml") -> Topology:
         accelerators=accelerators,
         frequency_mhz=freq,
         frequency_source=fsrc,
+        l3_groups=sorted(l3_groups, key=min),
     )
 
 
@@ -222,6 +226,7 @@ def from_hwloc_synthetic(text: str, source: str = "hwloc-synthetic") -> Topology
         return [sorted(p for c in cores[i:i + size] for p in c) for i in range(0, total_cores, size)]
 
     caches = []
+    l3_groups = chunks(per("l3")) if "l3" in names else []
     for name, _, attrs in levels:
         m = re.fullmatch(r"l(\d)([id]?)", name)
         if m:
@@ -236,6 +241,7 @@ def from_hwloc_synthetic(text: str, source: str = "hwloc-synthetic") -> Topology
         packages=chunks(pkg_size),
         numa=[NumaDomain(i, pus) for i, pus in enumerate(chunks(numa_size))],
         caches=caches,
+        l3_groups=l3_groups,
     )
 
 
@@ -331,6 +337,7 @@ def from_lscpu_parse(text: str, source: str = "lscpu-p") -> Topology:
     """`lscpu -p=CPU,CORE,SOCKET,NODE[,CACHE]`: exact PU-to-core mapping, no sizes or model."""
     header = ["CPU", "Core", "Socket", "Node"]
     rows = []
+    l3: dict[int, list[int]] = {}
     for line in text.splitlines():
         if line.startswith("#"):
             cols = line.lstrip("#").strip().split(",")
@@ -343,9 +350,12 @@ def from_lscpu_parse(text: str, source: str = "lscpu-p") -> Topology:
         rec = dict(zip([h.lower() for h in header], values, strict=False))
         rows.append((int(rec["cpu"]), int(rec.get("core") or rec["cpu"]),
                      int(rec.get("socket") or 0), int(rec.get("node") or 0)))
+        if (rec.get("l3") or "").strip().isdigit():
+            l3.setdefault(int(rec["l3"]), []).append(int(rec["cpu"]))
     cores, packages, numa = group_pus(rows)
     return Topology(source=source, cores=cores, packages=packages,
-                    numa=[NumaDomain(k, v) for k, v in sorted(numa.items())])
+                    numa=[NumaDomain(k, v) for k, v in sorted(numa.items())],
+                    l3_groups=sorted((sorted(g) for g in l3.values()), key=min))
 
 
 # --------------------------------------------------------------------------- live (sysfs)
@@ -431,8 +441,10 @@ def from_sysfs(root: str = "/") -> Topology:
         top = _read(os.path.join(cpu_dir, "cpu0", "cpufreq", "cpuinfo_max_freq"))
         if top:
             freq, fsrc = int(top) / 1000, "cpufreq cpuinfo_max_freq (maximum, not nominal)"
+    l3_sets = caches.get((3, "unified"), (0, set()))[1] | caches.get((3, "data"), (0, set()))[1]
     return Topology(
         source="sysfs",
+        l3_groups=sorted((parse_cpulist(g) for g in l3_sets), key=min),
         cores=cores,
         packages=packages,
         numa=[NumaDomain(k, v, numa_mem.get(k)) for k, v in sorted(numa.items())],

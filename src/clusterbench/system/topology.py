@@ -49,6 +49,7 @@ class Topology:
     frequency_source: str | None = None
     hostname: str | None = None
     accelerators: list[str] = field(default_factory=list)
+    l3_groups: list[list[int]] = field(default_factory=list)  # PUs sharing each L3 (a CCX on AMD)
 
     @property
     def sockets(self) -> int:
@@ -84,6 +85,35 @@ class Topology:
             if pu in c:
                 return c
         raise KeyError(pu)
+
+    def numa_of(self, pu: int) -> NumaDomain:
+        for d in self.numa:
+            if pu in d.cpus:
+                return d
+        raise KeyError(pu)
+
+    def package_index(self, pu: int) -> int:
+        for i, pkg in enumerate(self.packages):
+            if pu in pkg:
+                return i
+        raise KeyError(pu)
+
+    def core_index(self, pu: int) -> int:
+        """The logical index of `pu`'s core (cores in the order of their first PU, as hwloc's L#)."""
+        for i, c in enumerate(self.cores):
+            if pu in c:
+                return i
+        raise KeyError(pu)
+
+    def logical_pus(self) -> list[int]:
+        """OS PU numbers in hwloc's logical order: core by core, SMT siblings together.
+        Position i is PU L#i; with Linux block numbering core 0 is PUs 0 and N, so L#1 is P#N."""
+        return [pu for c in self.cores for pu in c]
+
+    def l3_domains(self) -> list[list[int]]:
+        """PUs of each L3 group; a node whose source names no L3 has one per NUMA domain
+        (the level Open MPI and Slurm fall back to are not ours to invent, so say so where used)."""
+        return self.l3_groups or [list(d.cpus) for d in self.numa]
 
     def last_level_cache_bytes(self) -> int | None:
         """Total bytes of the last cache level over the node (STREAM sizes its arrays on it)."""
@@ -121,6 +151,7 @@ class Topology:
             "frequency_mhz": self.frequency_mhz,
             "frequency_source": self.frequency_source,
             "accelerators": self.accelerators,
+            "l3_groups": [compress_cpulist(g) for g in self.l3_groups],
         }
 
 
