@@ -58,3 +58,25 @@ class Prediction:
         return {"launcher": self.launcher, "flavour": self.flavour, "nodes": self.nodes,
                 "options": self.options, "notes": self.notes,
                 "topology": self.topology.source, "tasks": [t.to_dict() for t in self.tasks]}
+
+
+def cpu_mask(cpus) -> str:
+    """A CPU set as the hexadecimal mask srun --cpu-bind=verbose and taskset print ('0x5' = CPUs 0, 2)."""
+    value = 0
+    for cpu in cpus:
+        value |= 1 << cpu
+    return hex(value)
+
+
+MAX_MASK_CPUS = 1 << 16  # no node has more CPUs; bounds a hostile mask before it is expanded
+
+
+def parse_mask(text: str) -> frozenset[int]:
+    """'0x5', '5', '0x0000,0x0003' (comma-separated 32-bit words, most significant first) -> CPUs.
+    ValueError for anything else, or a mask wider than MAX_MASK_CPUS."""
+    words = text.strip().lower().split(",")
+    digits = "".join(w[2:] if w.startswith("0x") else w for w in words)
+    if not digits or len(digits) * 4 > MAX_MASK_CPUS or any(c not in "0123456789abcdef" for c in digits):
+        raise ValueError(f"not a CPU mask: {text!r}")
+    value = int(digits, 16)
+    return frozenset(i for i in range(value.bit_length()) if value >> i & 1)
