@@ -54,6 +54,19 @@ def list_runs(store: Store, benchmark: str | None = None, campaign: str | None =
     return Listing(rows, records)
 
 
+def placement(row: sqlite3.Row) -> tuple[str, list[str]]:
+    """The run's placement verdict (match, mismatch, partial, unobserved; '-' for a run without a
+    placement, such as one process started directly) and its problems."""
+    try:
+        facts = json.loads(row["facts"] or "{}")
+    except (ValueError, IndexError, KeyError):
+        return "-", []
+    pinning = facts.get("pinning") if isinstance(facts, dict) else None
+    if not isinstance(pinning, dict):
+        return "-", []
+    return str(pinning.get("verdict", "-")), [str(p) for p in pinning.get("problems") or []]
+
+
 def headline(store: Store, run_id: str) -> str:
     """The figure a reader wants first: the best valid HPL Gflop/s, else the first metric."""
     ms = store.metrics(run_id)

@@ -13,6 +13,7 @@ from pathlib import Path
 from clusterbench.bench.declare import MetricSpec
 from clusterbench.bench.metrics import Metric, Outcome
 from clusterbench.bench.native import KERNEL_PARAMS, NativeKernel
+from clusterbench.bench.params import Param
 from clusterbench.system.topology import parse_cpulist
 
 _LINE = re.compile(r"^host=(\S+) rank=(\d+) thread=(\d+) cpu=(-?\d+) allowed=(\S*)$", re.M)
@@ -30,11 +31,12 @@ class Affinity(NativeKernel):
     openmp = True
     default_ranks = 0  # one per core
     threaded_default = False
-    parameters = KERNEL_PARAMS
+    parameters = (*KERNEL_PARAMS, Param("hold_ms", int, 0, "each thread stays busy this long after reporting, so "
+                                        "the placement probe sees every thread in place", minimum=0, maximum=60_000))
     metrics = (MetricSpec("distinct_cpus", "", True), MetricSpec("max_allowed_cpus", "", False))
 
     def arguments(self) -> list[str]:
-        return []
+        return [str(self.point.get("hold_ms") or 0)]
 
     def parse(self, workdir: Path) -> Outcome:
         rows = parse_affinity(self.stdout(workdir))

@@ -25,6 +25,7 @@ from clusterbench.bench.layout import layouts
 from clusterbench.bench.params import MAX_COUNT, Param
 from clusterbench.errors import UserInputError
 from clusterbench.launch.mpirun import INTERCONNECTS
+from clusterbench.pinning.strategies import SCALING_MODES, STRATEGIES, scaled
 from clusterbench.system.discover import SystemInfo
 from clusterbench.system.mpi import MPI_CHOICES, default_mpi_name
 
@@ -48,6 +49,13 @@ PLACEMENT_PARAMS = (
     Param("interconnect", str, None, "transport: auto, shm (shared memory only), tcp, ib "
           "(default: the campaign's cluster: section, else auto)", choices=INTERCONNECTS),
     MPI_PARAM,
+    Param("pinning", str, None, "pinning strategy, translated for srun, Open MPI or Hydra: " + ", ".join(STRATEGIES)
+          + " (see docs/pinning.md)", choices=tuple(STRATEGIES)),
+    Param("scaling", str, None, "scaling mode over `workers` CPUs: thread (one task, that many threads), "
+          "task (that many one-thread tasks), hybrid (a task per NUMA domain, the rest as threads)",
+          choices=SCALING_MODES),
+    Param("workers", int, None, "CPUs a `scaling` mode uses per node (default: every core)", minimum=1,
+          maximum=MAX_COUNT),
 )
 LAYOUT_PARAM = Param("layout", str, "mpi", "rank/thread layout: mpi, hybrid-socket or hybrid-node",
                      choices=LAYOUT_NAMES)
@@ -96,8 +104,29 @@ def library_path_env(directory: str | None) -> dict[str, str]:
     return {"LD_LIBRARY_PATH": directory + (os.pathsep + rest if rest else "")}
 
 
+def apply_scaling(point: dict, system: SystemInfo) -> None:
+    """Ranks and threads of a point that names a `scaling` mode (in place); refuses a point that
+    also names them itself, since the two would contradict each other."""
+    mode = point.get("scaling")
+    if not mode:
+        return
+    given = [k for k in ("ranks", "threads") if point.get(k)]
+    if given:
+        raise UserInputError(f"scaling: {mode} sets ranks and threads itself; remove {' and '.join(given)}",
+                             where="scaling")
+    topo = system.topology
+    nodes = point.get("nodes") or 1
+    workers = point.get("workers") or topo.cores_total
+    if workers > topo.pus_total:
+        raise UserInputError(f"workers: {workers} is more than the {topo.pus_total} CPUs of a node", where="workers",
+                             hint=f"at most {topo.pus_total}")
+    ranks, threads = scaled(mode, workers, max(topo.numa_domains, topo.sockets, 1))
+    point.update(ranks=ranks * nodes, threads=threads)
+
+
 def resolve_placement(point: dict, system: SystemInfo) -> None:
     """Fill ranks, threads, bind_to and blas of a checked point (in place) from the node."""
+    apply_scaling(point, system)
     topo = system.topology
     point.update(_placement(point.get("layout", "mpi"), point.get("nodes", 1), point.get("ranks"),
                             point.get("threads"), point.get("bind_to"), point.get("blas"),

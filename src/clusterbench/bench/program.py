@@ -17,7 +17,7 @@ from typing import ClassVar
 
 from clusterbench.bench.base import Benchmark
 from clusterbench.bench.layout import thread_env
-from clusterbench.bench.placement import LAYOUT_MAP_BY, blas_dir, choose_blas, library_path_env
+from clusterbench.bench.placement import LAYOUT_MAP_BY, apply_scaling, blas_dir, choose_blas, library_path_env
 from clusterbench.launch.spec import Launch, Placement
 from clusterbench.system.discover import SystemInfo
 from clusterbench.system.mpi import default_mpi_name
@@ -41,6 +41,7 @@ class PlacedProgram(Benchmark):
     @classmethod
     def resolve(cls, point: dict, system: SystemInfo) -> None:
         """Ranks, threads and binding from the benchmark's defaults and the node's cores."""
+        apply_scaling(point, system)
         cores = max(system.topology.cores_total, 1)
         nodes = point.get("nodes") or 1
         ranks = point.get("ranks") or (cores * nodes if cls.default_ranks == 0 else cls.default_ranks)
@@ -48,7 +49,7 @@ class PlacedProgram(Benchmark):
         threads = point.get("threads") or (max(cores // per_node, 1) if cls.threaded_default else 1)
         bind = point.get("bind_to") or ("core" if threads == 1 else "none")
         point.update(nodes=nodes, ranks=ranks, threads=threads, bind_to=bind)
-        if cls.needs_mpi or ranks > 1 or nodes > 1:  # runs under mpirun: record which MPI
+        if cls.needs_mpi or ranks > 1 or nodes > 1 or point.get("pinning"):  # runs under mpirun: record which MPI
             point["mpi"] = point.get("mpi") or default_mpi_name()
         if cls.uses_blas:
             point["blas"] = choose_blas(point.get("blas"), threads)
@@ -79,7 +80,8 @@ class PlacedProgram(Benchmark):
         return self.point.get("nodes") or 1
 
     def uses_mpirun(self) -> bool:
-        return self.needs_mpi or self.point.get("ranks", 1) > 1 or self.node_count() > 1
+        return (self.needs_mpi or self.point.get("ranks", 1) > 1 or self.node_count() > 1
+                or bool(self.point.get("pinning")))  # a strategy needs a launcher to apply it
 
     def placement(self) -> Placement:
         p = self.point
@@ -89,7 +91,7 @@ class PlacedProgram(Benchmark):
             bind = "none"  # several threads bound to one core would share it
         return Placement(ranks=ranks, threads=threads, nodes=self.node_count(), bind_to=bind,
                          map_by=p.get("map_by") or LAYOUT_MAP_BY.get(p.get("layout") or ""),
-                         interconnect=p.get("interconnect"), mpi=p.get("mpi"),
+                         interconnect=p.get("interconnect"), mpi=p.get("mpi"), pinning=p.get("pinning"),
                          oversubscribe=self.oversubscribe_when_short and ranks > (os.cpu_count() or 1))
 
     def launch(self) -> Launch:

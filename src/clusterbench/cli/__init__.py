@@ -14,6 +14,7 @@ from clusterbench.cli import (  # noqa: F401  (registers)
     cluster_cmd,
     db_cmd,
     import_cmd,
+    pin_cmd,
     plan_cmd,
     report_cmd,
     results_cmd,

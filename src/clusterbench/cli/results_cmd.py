@@ -115,17 +115,19 @@ def _write_csv(records: list[dict]) -> None:
 
 
 def _print_runs(store, rows) -> None:
-    from clusterbench.analysis.listing import headline
+    from clusterbench.analysis.listing import headline, placement
 
     table = Table(title=f"Runs in {escape(str(store.path))}", title_justify="left")
-    for col in ("run id", "benchmark", "status", "params", "headline", "duration", "started (UTC)"):
+    for col in ("run id", "benchmark", "status", "params", "headline", "placement", "duration", "started (UTC)"):
         table.add_column(col)
     for r in rows:
         params = json.loads(r["params"])
         short = " ".join(f"{k}={v}" for k, v in params.items() if k in ("n", "nb", "p", "q", "ranks", "threads"))
         style = "green" if r["status"] == "ok" else "red"
+        verdict = placement(r)[0]
+        shown = "[bold red]MISMATCH[/]" if verdict == "mismatch" else escape(verdict)
         table.add_row(r["id"], r["benchmark"], f"[{style}]{r['status']}[/]", escape(short),
-                      escape(headline(store, r["id"])),
+                      escape(headline(store, r["id"])), shown,
                       f"{r['duration_s']:.1f} s" if r["duration_s"] is not None else "-",
                       (r["started_at"] or "")[:19])
     console.print(table)
@@ -134,7 +136,7 @@ def _print_runs(store, rows) -> None:
 
 
 def _show_run(store, run_id: str, fmt: Format) -> None:
-    from clusterbench.analysis.listing import as_bool, run_details
+    from clusterbench.analysis.listing import as_bool, placement, run_details
 
     run = run_details(store, run_id)
     r, data = run.row, run.to_dict()
@@ -144,6 +146,10 @@ def _show_run(store, run_id: str, fmt: Format) -> None:
     console.print(f"[bold]{escape(run_id)}[/] {r['benchmark']} [{r['status']}] valid={as_bool(r['valid'])}")
     if r["reason"]:
         console.print(f"reason: {escape(r['reason'])}")
+    verdict, problems = placement(r)
+    if verdict != "-":
+        style = "bold red" if verdict == "mismatch" else "green" if verdict == "match" else "yellow"
+        console.print(f"placement: [{style}]{escape(verdict)}[/]" + "".join(f"\n  {escape(p)}" for p in problems))
     console.print(f"command: {escape(r['command'] or '')}")
     console.print(f"workdir: {escape(r['workdir'] or '')}")
     table = Table("metric", "value", "unit", "labels", "valid")

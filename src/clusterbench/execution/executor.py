@@ -30,6 +30,7 @@ from clusterbench.bench.base import Benchmark
 from clusterbench.bench.metrics import Metric, Outcome
 from clusterbench.build import registry
 from clusterbench.errors import EnvironmentProblem
+from clusterbench.execution import placement
 from clusterbench.execution.request import PlannedRun
 from clusterbench.launch import libtrace, supervise
 from clusterbench.launch.process import ProcessResult, run_process
@@ -106,7 +107,8 @@ class Started:
     command: list[str]
     env: dict[str, str]
     artifacts: list[Path]
-    launch: Launch
+    launch: Launch  # as the benchmark declared it (the probe wrapped around it is in `command`)
+    site: Site = field(default_factory=lambda: LOCAL)
 
 
 def start(store: Store, request: RunRequest) -> Started:
@@ -141,7 +143,7 @@ def _start(store: Store, request: RunRequest, run_id: str, workdir: Path) -> Sta
     site = request.where.for_run(workdir, trace)
     bench.prepare(workdir)
     launch = bench.launch()
-    cmd = site.launch_command(launch)
+    cmd = site.launch_command(placement.wrapped(launch, workdir))
     env = dict(os.environ) | launch.env | request.env | trace
     record = RunRecord(
         id=run_id, benchmark=bench.name, params=request.params if request.params is not None else bench.params(),
@@ -157,7 +159,7 @@ def _start(store: Store, request: RunRequest, run_id: str, workdir: Path) -> Sta
     artifacts = [workdir / name for name in bench.artifacts]
     if bench.uses_blas:
         artifacts.append(workdir / "libraries.txt")
-    return Started(run_id, bench, workdir, record, cmd, env, artifacts, launch)
+    return Started(run_id, bench, workdir, record, cmd, env, artifacts, launch, site)
 
 
 def interrupted(store: Store, run: Started, reason: str = "interrupted by the user or a signal") -> None:
@@ -213,6 +215,9 @@ def finish(store: Store, run: Started, proc: ProcessResult, timeout_s: float | N
         outcome.check_values()  # any benchmark's inf/nan (command, kernels): invalid, never stored as a value
         if bench.uses_blas:
             _check_blas(bench, libtrace.collect(workdir), outcome)
+        placed = placement.verdict(run.site, run.launch, workdir, run.env)
+        if placed:  # where the ranks really ran; a mismatch is flagged, the benchmark's verdict stands
+            outcome.facts["pinning"] = placed
         if proc.timed_out:
             limit = f"the {timeout_s:.0f} s timeout" if timeout_s else "its time limit"
             status, reason = "timeout", f"killed after {limit}"

@@ -32,6 +32,7 @@ class MpiLaunch:
     ranks_per_node: int | None = None  # Hydra -ppn
     mpi: str | None = None  # openmpi, mpich; None: the mpirun on PATH
     threads: int | None = None  # per rank (srun --cpus-per-task); None: read OMP_NUM_THREADS
+    hwthread_cpus: bool = False  # Open MPI --use-hwthread-cpus: PE=n and slots count hardware threads
 
 
 INTERCONNECTS = ("auto", "shm", "tcp", "ib")
@@ -77,6 +78,8 @@ def mpirun_command(launch: MpiLaunch, program: list[str], stack: MpiStack | None
             cmd.append("--oversubscribe")
         if launch.hostfile:
             cmd += ["--hostfile", launch.hostfile]
+        if launch.hwthread_cpus:
+            cmd.append("--use-hwthread-cpus")
         if launch.map_by:
             cmd += ["--map-by", launch.map_by]
         if launch.rank_by:

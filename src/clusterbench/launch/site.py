@@ -11,6 +11,7 @@ Benchmarks never see host names, and the launcher and its options are stored wit
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,8 @@ from clusterbench.errors import UserInputError
 from clusterbench.launch.hosts import Host, Inventory, render_hostfile
 from clusterbench.launch.mpirun import MpiLaunch, mpirun_command
 from clusterbench.launch.spec import Launch
-from clusterbench.system.mpi import mpi_stack
+from clusterbench.pinning.strategies import launcher_options
+from clusterbench.system.mpi import MpiStack, mpi_stack
 
 LAUNCHERS = ("local", "mpirun", "slurm")
 
@@ -33,6 +35,7 @@ class SrunOptions:
     hint: str | None = None  # nomultithread, compute_bound, memory_bound
     cpus_per_task: int | None = None  # default: the run's threads per rank
     mpi: str | None = "pmix"  # srun --mpi plugin; None leaves Slurm's default
+    flavour: str = "slurm"  # whose task/affinity computes the binding: slurm (stock) or psslurm (ParaStation)
 
 
 @dataclass
@@ -111,11 +114,28 @@ class Site:
                 launch.hostfile = str(path)
         return launch
 
-    def command(self, launch: MpiLaunch, program: list[str], nodes: int) -> list[str]:
+    def resolve(self, launch: MpiLaunch, nodes: int, pinning: str | None = None
+                ) -> tuple[MpiLaunch, MpiStack, SrunOptions | None]:
+        """`launch` as this site runs it: hosts, transport, extra options and the pinning strategy
+        translated for the launcher; with the MPI stack and, inside Slurm with srun, srun's options."""
         stack = mpi_stack(launch.mpi)  # found once per process and MPI
         launch = self.apply(launch, nodes, stack.implementation)
-        if self.slurm and self.slurm.srun:
-            return srun_command(launch, program, self.slurm.srun, nodes)
+        srun = self.slurm.srun if self.slurm and self.slurm.srun else None
+        if pinning:
+            threads = launch.threads or 1
+            if srun:
+                srun = dataclasses.replace(srun, **launcher_options(pinning, "srun", threads, launch.ranks))
+            else:  # the strategy replaces the benchmark's own binding and mapping
+                launch.bind_to = launch.map_by = launch.rank_by = None
+                which = "hydra" if stack.hydra else "openmpi"
+                for key, value in launcher_options(pinning, which, threads, launch.ranks).items():
+                    setattr(launch, key, value)
+        return launch, stack, srun
+
+    def command(self, launch: MpiLaunch, program: list[str], nodes: int, pinning: str | None = None) -> list[str]:
+        launch, stack, srun = self.resolve(launch, nodes, pinning)
+        if srun:
+            return srun_command(launch, program, srun, nodes)
         return mpirun_command(launch, program, stack)
 
     def launch_command(self, launch: Launch) -> list[str]:
@@ -123,7 +143,8 @@ class Site:
         placement, else the mpirun (Open MPI or Hydra) or srun line of its placement."""
         if launch.placement is None:
             return list(launch.program)
-        return self.command(self.mpi_launch(launch), list(launch.program), launch.placement.nodes)
+        return self.command(self.mpi_launch(launch), list(launch.program), launch.placement.nodes,
+                            launch.placement.pinning)
 
     @staticmethod
     def mpi_launch(launch: Launch) -> MpiLaunch:
@@ -138,8 +159,9 @@ class Site:
         p = launch.placement
         if p is None:
             return {"name": "local"} | launch.facts
+        pinning = {"pinning": p.pinning} if p.pinning else {}
         return ({"name": "mpirun", "ranks": p.ranks, "bind_to": p.bind_to, "map_by": p.map_by, "nodes": p.nodes}
-                | launch.facts | mpi_stack(p.mpi).describe() | self.describe())
+                | pinning | launch.facts | mpi_stack(p.mpi).describe() | self.describe())
 
     def describe(self) -> dict:
         """What is stored with each run about where it went."""

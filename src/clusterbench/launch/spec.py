@@ -27,6 +27,7 @@ class Placement:
     interconnect: str | None = None
     mpi: str | None = None
     oversubscribe: bool = False  # more ranks than cores on one node is allowed (kernels on a small box)
+    pinning: str | None = None  # a named strategy (pinning/strategies.py), translated for the launcher
 
 
 @dataclass(frozen=True)

@@ -80,3 +80,14 @@ def parse_mask(text: str) -> frozenset[int]:
         raise ValueError(f"not a CPU mask: {text!r}")
     value = int(digits, 16)
     return frozenset(i for i in range(value.bit_length()) if value >> i & 1)
+
+
+def prediction_from_dict(data: dict, topology: Topology) -> Prediction:
+    """A stored prediction (Prediction.to_dict) back, on the topology it was made for."""
+    from clusterbench.system.topology import parse_cpulist
+
+    tasks = [TaskPlacement(int(t["rank"]), int(t["node"]), frozenset(parse_cpulist(t["cpus"])), bool(t["bound"]),
+                           tuple(frozenset(parse_cpulist(c)) for c in t.get("threads") or ()))
+             for t in data.get("tasks", [])]
+    return Prediction(topology, tasks, str(data.get("launcher")), int(data.get("nodes") or 1), data.get("flavour"),
+                      dict(data.get("options") or {}), list(data.get("notes") or []))

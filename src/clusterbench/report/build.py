@@ -8,13 +8,13 @@ from datetime import UTC, datetime
 from clusterbench.analysis.dataset import Dataset, load
 from clusterbench.analysis.select import Selection
 from clusterbench.errors import UserInputError
-from clusterbench.report import energy, hpcc, hpl, memory, network, system
+from clusterbench.report import energy, hpcc, hpl, memory, network, pinning, system
 from clusterbench.report.model import Options, Report, Section, Table
 from clusterbench.store.db import Store
 
-SECTIONS = (system, hpl, hpcc, network, memory, energy)
+SECTIONS = (system, hpl, hpcc, network, memory, pinning, energy)
 SHOWN_PARAMS = ("n", "nb", "p", "q", "ranks", "threads", "nodes", "layout", "blas", "bind_to", "map_by",
-                "interconnect", "array_size", "test")
+                "interconnect", "pinning", "scaling", "array_size", "test")
 
 
 def build(store: Store, selection: Selection, options: Options, title: str | None = None,

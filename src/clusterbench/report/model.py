@@ -53,12 +53,23 @@ class Table:
 
 
 @dataclass
+class Picture:
+    """A drawing made elsewhere (an SVG document), shown beside the figures: a placement picture."""
+
+    slug: str
+    title: str
+    svg: str
+    caption: str = ""
+
+
+@dataclass
 class Section:
     slug: str
     title: str
     paragraphs: list[str] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
+    pictures: list[Picture] = field(default_factory=list)
 
 
 @dataclass

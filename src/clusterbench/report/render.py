@@ -35,6 +35,8 @@ def write(report: Report, out: Path, on_step: Callable[[str], None] | None = Non
             svgs[fig.slug] = svg_text(fig)
             (out / f"{fig.slug}.svg").write_text(svgs[fig.slug], encoding="utf-8")
             (out / f"{fig.slug}.csv").write_text(csv_text(fig), encoding="utf-8")
+        for picture in section.pictures:
+            (out / f"{picture.slug}.svg").write_text(picture.svg, encoding="utf-8")
         for table in section.tables:
             (out / f"{table.slug}.csv").write_text(table_csv(table), encoding="utf-8")
     (out / "runs.csv").write_text(table_csv(report.runs), encoding="utf-8")
@@ -95,6 +97,9 @@ def to_markdown(report: Report) -> str:
         for fig in section.figures:
             lines += [f"![{_md(fig.title)}]({fig.slug}.svg)", "",
                       f"*{_md(fig.title)}.* {_md(fig.caption)} Data: [{fig.slug}.csv]({fig.slug}.csv)", ""]
+        for picture in section.pictures:
+            lines += [f"![{_md(picture.title)}]({picture.slug}.svg)", "", f"*{_md(picture.title)}.* "
+                      f"{_md(picture.caption)}", ""]
         for table in section.tables:
             lines += _md_table(table)
     lines += ["## Runs", "", f"Every run of this report: [runs.csv](runs.csv) ({len(report.runs.rows)} runs).", ""]

@@ -155,18 +155,22 @@ class Topology:
         }
 
 
+MAX_CPU = 1 << 16  # CPU numbers at or above this are no node's: refused before a list is built
+
+
 def parse_cpulist(text: str) -> list[int]:
-    """'0-3,8,10-11' -> [0,1,2,3,8,10,11] (the Linux cpulist format)."""
+    """'0-3,8,10-11' -> [0,1,2,3,8,10,11] (the Linux cpulist format). ValueError for a number at or
+    above MAX_CPU, checked before a range is expanded (a hostile '0-99999999' costs nothing)."""
     cpus: list[int] = []
     for part in text.strip().split(","):
         part = part.strip()
         if not part:
             continue
-        if "-" in part:
-            lo, hi = part.split("-", 1)
-            cpus.extend(range(int(lo), int(hi) + 1))
-        else:
-            cpus.append(int(part))
+        lo, _, hi = part.partition("-")
+        first, last = int(lo), int(hi or lo)
+        if not 0 <= first <= last < MAX_CPU or len(cpus) + last - first >= MAX_CPU:
+            raise ValueError(f"CPU range {part!r} is outside 0-{MAX_CPU - 1}")
+        cpus.extend(range(first, last + 1))
     return cpus
 
 

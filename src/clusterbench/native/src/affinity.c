@@ -5,7 +5,9 @@
  * checked against what was asked. Rank 0 gathers and prints one line per thread:
  *   host=<h> rank=<r> thread=<t> cpu=<c> allowed=<list>
  *
- * Usage: affinity
+ * Usage: affinity [HOLD_MS]
+ *   HOLD_MS: every thread stays busy this long after reporting, so a sampler watching /proc
+ *   (clusterbench's placement probe) sees all of them in place, after MPI_Init's own moves.
  */
 #define _GNU_SOURCE
 #include <mpi.h>
@@ -13,12 +15,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
 #define LINE 1024
 #define MAX_THREADS 1024
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 static void cpulist(const cpu_set_t *set, char *out, size_t len) {
     out[0] = '\0';
@@ -40,6 +49,7 @@ static void cpulist(const cpu_set_t *set, char *out, size_t len) {
 int main(int argc, char **argv) {
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    const double hold_s = argc > 1 ? atof(argv[1]) / 1000.0 : 0.0;
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -65,6 +75,9 @@ int main(int argc, char **argv) {
         cpulist(&set, list, sizeof(list));
         snprintf(mine + (size_t)t * LINE, LINE, "host=%s rank=%d thread=%d cpu=%d allowed=%s", host, rank, t,
                  sched_getcpu(), list);
+        const double until = now_s() + (hold_s > 0 && hold_s < 3600 ? hold_s : 0);
+        while (now_s() < until) {
+        }
     }
     int counts[1] = {nthreads};
     int *all_counts = rank == 0 ? malloc(sizeof(int) * size) : NULL;

@@ -1,0 +1,128 @@
+"""Pinning section: what each pinning strategy did to STREAM and HPL, with the placement it produced.
+
+Runs that name a `pinning:` strategy are grouped by strategy (and scaling mode when several were
+run). STREAM Triad is drawn against the CPUs used (threads x tasks), HPL's Gflop/s likewise; the
+table gives means with their ranges and HPL's time. Beside them, each strategy's placement picture
+(pinning/render.py), drawn from the prediction stored with its widest run, so the reader sees why
+a strategy that put every task in one NUMA domain lost bandwidth. A run whose observed placement
+differed from the prediction is marked in the table and in the picture's caption, and its points
+are drawn as their own series ("... observed placement differs").
+"""
+
+from __future__ import annotations
+
+from clusterbench.analysis.dataset import Dataset
+from clusterbench.pinning.model import prediction_from_dict
+from clusterbench.pinning.render import picture_svg
+from clusterbench.report.figures import aggregate, range_text
+from clusterbench.report.model import Figure, Picture, Section, Table
+from clusterbench.system.sources import from_lscpu_parse
+
+STREAM, HPL_GFLOPS, HPL_TIME = "stream_triad", "hpl_gflops", "hpl_time"
+MB_PER_GB = 1000.0
+
+
+def metrics() -> set[str]:
+    return {STREAM, HPL_GFLOPS, HPL_TIME}
+
+
+def workers(run: dict) -> int:
+    p = run["params"]
+    return int(p.get("threads") or 1) * int(p.get("ranks") or 1)
+
+
+def verdict(run: dict) -> str:
+    return (run["facts"].get("pinning") or {}).get("verdict", "not observed")
+
+
+def _group(run: dict, with_mode: bool) -> str:
+    p = run["params"]
+    label = str(p["pinning"])
+    if with_mode and p.get("scaling"):
+        label += f", {p['scaling']} scaling"
+    return label + (" (observed placement differs)" if verdict(run) == "mismatch" else "")
+
+
+def section(data: Dataset, _options) -> Section | None:
+    runs = {rid: r for rid, r in data.runs.items() if r["params"].get("pinning")}
+    if not runs:
+        return None
+    with_mode = len({r["params"].get("scaling") for r in runs.values()}) > 1
+    out = Section("pinning", "Pinning strategies", [
+        "Each strategy is a named placement (docs/pinning.md), translated for the launcher that ran it. Points "
+        "are means over repeats, bars the minimum and maximum. The pictures show the predicted placement of "
+        "each strategy's widest run: one block per NUMA domain, a column per core, the first hardware thread "
+        "of each core above its SMT siblings, each cell the task bound there. Every run's real placement was "
+        "sampled while it ran and compared with the prediction."])
+    figures = (("pinning-stream", STREAM, "STREAM Triad against CPUs used, per strategy", "Triad (GB/s)",
+                1 / MB_PER_GB), ("pinning-hpl", HPL_GFLOPS, "HPL against CPUs used, per strategy", "Gflop/s", 1.0))
+    for slug, name, title, y_label, scale in figures:
+        samples = [(_group(runs[rec.run_id], with_mode), workers(runs[rec.run_id]), rec.value * scale, rec.run_id)
+                   for rec in data.of(name).itertuples(index=False) if rec.run_id in runs]
+        if samples:
+            out.figures.append(Figure(slug, title, "threads x tasks", y_label, aggregate(samples), x_integer=True))
+    out.tables.append(_table(data, runs))
+    out.pictures += _pictures(runs, with_mode)
+    return out
+
+
+def _row_key(run: dict) -> tuple:
+    p = run["params"]
+    return p["pinning"], p.get("scaling") or "-", workers(run), f"{p.get('ranks') or 1} x {p.get('threads') or 1}"
+
+
+def _table(data: Dataset, runs: dict[str, dict]) -> Table:
+    """One row per strategy, mode and size: the three figures as mean (min-max), the placement verdicts."""
+    groups: dict[tuple, list[dict]] = {}
+    for run in runs.values():
+        groups.setdefault(_row_key(run), []).append(run)
+    means: dict[tuple[tuple, str], str | None] = {}
+    for name, scale in ((STREAM, 1 / MB_PER_GB), (HPL_GFLOPS, 1.0), (HPL_TIME, 1.0)):
+        samples = [("", _row_key(runs[rec.run_id]), rec.value * scale, rec.run_id)
+                   for rec in data.of(name).itertuples(index=False) if rec.run_id in runs]
+        by_key: dict[tuple, list] = {}
+        for sample in samples:
+            by_key.setdefault(sample[1], []).append(("", 0, sample[2], sample[3]))
+        for key, values in by_key.items():
+            means[(key, name)] = range_text(aggregate(values)[0].points[0])
+    rows = []
+    for key in sorted(groups):
+        members = groups[key]
+        verdicts = sorted({verdict(r) for r in members})
+        migrations = sum((r["facts"].get("pinning") or {}).get("migrations", 0) for r in members)
+        rows.append([*key, means.get((key, STREAM)), means.get((key, HPL_GFLOPS)), means.get((key, HPL_TIME)),
+                     ", ".join("MISMATCH" if v == "mismatch" else v for v in verdicts), migrations,
+                     sorted(r["id"] for r in members)])
+    return Table("pinning-table", "Strategies: STREAM Triad (GB/s), HPL Gflop/s and time (s), mean (min-max)",
+                 ["strategy", "scaling", "CPUs", "tasks x threads", "Triad", "HPL Gflop/s", "HPL time",
+                  "placement", "migrations", "runs"], rows,
+                 note="placement: match = every rank and thread ran where predicted; MISMATCH = at least one "
+                      "did not (the run's facts say which); partial = not every thread was seen. migrations: "
+                      "the kernel's se.nr_migrations summed over every thread of the row's runs.")
+
+
+def _pictures(runs: dict[str, dict], with_mode: bool) -> list[Picture]:
+    """One picture per strategy (and mode): the prediction stored with its widest observed run."""
+    best: dict[str, dict] = {}
+    for run in runs.values():
+        placed = run["facts"].get("pinning") or {}
+        if not placed.get("prediction") or not placed.get("node_layout"):
+            continue
+        label = _group(run, with_mode).removesuffix(" (observed placement differs)")
+        if label not in best or workers(run) > workers(best[label]):
+            best[label] = run
+    pictures = []
+    for i, (label, run) in enumerate(sorted(best.items())):
+        placed = run["facts"]["pinning"]
+        try:
+            topology = from_lscpu_parse(placed["node_layout"], source="the run's node")
+            svg = picture_svg(prediction_from_dict(placed["prediction"], topology))
+        except (ValueError, KeyError, TypeError):
+            continue
+        p = run["params"]
+        caption = (f"{p.get('ranks') or 1} task(s) x {p.get('threads') or 1} thread(s), launcher "
+                   f"{placed['prediction'].get('launcher')}; run {run['id']}: placement {placed.get('verdict')}")
+        if placed.get("verdict") == "mismatch":
+            caption += " (observed differs: " + "; ".join(placed.get("problems", [])[:2]) + ")"
+        pictures.append(Picture(f"pinning-picture-{i}", label, svg, caption))
+    return pictures
