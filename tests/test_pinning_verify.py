@@ -39,7 +39,7 @@ def test_probe_passes_exit_code_and_output_through(tmp_path):
     out = probe(tmp_path, "sh", "-c", "echo hello; echo oops >&2; exit 7")
     assert (out.returncode, out.stdout, out.stderr) == (7, "hello\n", "oops\n")
     [record] = read_observations(tmp_path)
-    assert record.launcher_cpus == CPUS and record.samples >= 1
+    assert record.launcher_cpus == CPUS  # a program this short may end before the first sample
     assert "CPU,Core,Socket,Node" in record.node_layout
 
 
@@ -129,7 +129,8 @@ def test_verdicts_for_missing_and_foreign_records(tmp_path):
     assert "ranks 5 ran but were not predicted" in compare(two, [record]).problems[0]
 
 
-@pytest.mark.parametrize("content", ["", "{", "[]", '{"host": 1}', json.dumps({"host": "h", "launcher_cpus": "0-99999999"}),
+@pytest.mark.parametrize("content", ["", "{", "[]", '{"host": 1}',
+                                     json.dumps({"host": "h", "launcher_cpus": "0-99999999"}),
                                      json.dumps({"host": "h", "launcher_cpus": "0", "threads": [{"tid": "x"}]}),
                                      "x" * 100])
 def test_hostile_or_cut_records_are_ignored(tmp_path, content):

@@ -270,3 +270,70 @@ def test_down_leaves_nothing_behind(cluster):
     assert not Path("/etc/netns/cbvt-1").exists()
     # the main cluster is untouched
     assert vc("status").returncode == 0
+
+
+def _pin_verdicts(db: Path, campaign: str) -> dict[tuple, tuple]:
+    out = {}
+    for r in query(db, "SELECT params, facts, nodes, status FROM runs WHERE campaign = ?", campaign):
+        params, facts = json.loads(r["params"]), json.loads(r["facts"])
+        pinning = facts.get("pinning") or {}
+        hosts = tuple(row["host"] for row in pinning.get("ranks", []))
+        out[(params["pinning"], params["threads"])] = (r["status"], pinning.get("verdict"), hosts,
+                                                       pinning.get("problems"))
+    return out
+
+
+def _strategies(launcher: str) -> list[str]:
+    from clusterbench.pinning.strategies import STRATEGIES, launcher_options
+
+    ok = []
+    for name in STRATEGIES:
+        try:
+            launcher_options(name, launcher, 1, 1)
+            ok.append(name)
+        except Exception:
+            continue
+    return ok
+
+
+PIN_BLOCK = """
+env: {OMP_PROC_BIND: close, OMP_PLACES: cores}
+benchmarks:
+  - benchmark: affinity
+    name: tasks
+    params: {nodes: 2, ranks: 4, threads: 1, hold_ms: 300}
+    space: {pinning: STRATEGIES}
+  - benchmark: affinity
+    name: hybrid
+    params: {nodes: 2, ranks: 2, threads: 2, hold_ms: 300}
+    space: {pinning: STRATEGIES}
+"""
+
+
+@pytest.mark.parametrize("mpi", ["openmpi", pytest.param("mpich", marks=needs_mpich)])
+def test_every_strategy_runs_where_predicted_over_two_nodes_through_mpirun(shared_db, tmp_path, mpi):
+    """Each rank's CPUs and each thread's, sampled on its node, equal the prediction, for every
+    strategy this MPI can express, 4 one-thread ranks and 2 two-thread ranks over two nodes."""
+    strategies = _strategies("hydra" if mpi == "mpich" else "openmpi")
+    write(tmp_path / "p.yaml", f"name: vc-pin-{mpi}\ncluster: {{launcher: mpirun, hosts: 'node[1-2]', mpi: {mpi}}}\n"
+          + PIN_BLOCK.replace("STRATEGIES", json.dumps(strategies)))
+    out = cli("campaign", "run", str(tmp_path / "p.yaml"), "--json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    seen = _pin_verdicts(shared_db, f"vc-pin-{mpi}")
+    assert len(seen) == 2 * len(strategies)
+    assert {k: v for k, v in seen.items() if v[:2] != ("ok", "match")} == {}
+    assert seen[("default", 1)][2] == ("node1", "node1", "node2", "node2")
+    assert seen[("default", 2)][2] == ("node1", "node2")
+
+
+def test_every_strategy_runs_where_predicted_through_srun(shared_db, tmp_path):
+    """The same with Slurm's srun (stock task/affinity) inside batch jobs: all nine strategies."""
+    strategies = _strategies("srun")
+    write(tmp_path / "s.yaml", "name: vc-pin-srun\ncluster:\n  launcher: slurm\n  slurm:\n    poll: 0.5\n"
+          "    srun: {}\n" + PIN_BLOCK.replace("STRATEGIES", json.dumps(strategies)))
+    out = cli("campaign", "run", str(tmp_path / "s.yaml"), "--json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    seen = _pin_verdicts(shared_db, "vc-pin-srun")
+    assert len(seen) == 2 * len(strategies) == 18
+    assert {k: v for k, v in seen.items() if v[:2] != ("ok", "match")} == {}
+    assert seen[("default", 1)][2] == ("node1", "node1", "node2", "node2")

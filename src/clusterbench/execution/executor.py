@@ -140,7 +140,7 @@ def _start(store: Store, request: RunRequest, run_id: str, workdir: Path) -> Sta
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
     trace = libtrace.trace_env(workdir) if bench.uses_blas else {}
-    site = request.where.for_run(workdir, trace)
+    site = request.where.for_run(workdir, trace | request.env)  # the campaign's env: remote ranks too
     bench.prepare(workdir)
     launch = bench.launch()
     cmd = site.launch_command(placement.wrapped(launch, workdir))

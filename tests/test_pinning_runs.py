@@ -1,0 +1,140 @@
+"""Placement verified in real runs on this machine: Open MPI's mpirun and MPICH's Hydra, every
+strategy they can express, thread and task scaling; a narrowed run flagged; `clusterbench pin`.
+
+The expected placement of each run is not written here: it is the calculator's prediction
+(tested against the real launchers in test_pinning_mpirun.py / test_pinning_slurm.py), and the
+test checks that the probe saw every rank and thread where the prediction put it. The affinity
+kernel holds each thread busy for 300 ms so every thread is sampled after MPI_Init's own moves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from tests.conftest import ROOT, cli, cli_json, query
+
+from clusterbench.pinning.strategies import STRATEGIES, launcher_options
+
+TOPOLOGY = ROOT / "tests" / "fixtures" / "topology"
+needs_two_cpus = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs")
+MPIS = ["openmpi", pytest.param("mpich", marks=pytest.mark.skipif(not shutil.which("mpirun.mpich"),
+                                                                   reason="needs Debian's mpich (make setup)"))]
+OMP = {"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"}
+
+
+def expressible(mpi: str) -> list[str]:
+    launcher = "hydra" if mpi == "mpich" else "openmpi"
+    out = []
+    for name in STRATEGIES:
+        try:
+            launcher_options(name, launcher, 1, 1)
+            out.append(name)
+        except Exception:
+            continue
+    return out
+
+
+def placed(*params: str, env: dict | None = None) -> dict:
+    args = ["bench", "affinity", "-p", "hold_ms=300", *[a for p in params for a in ("-p", p)], "--json"]
+    [run] = cli_json(*args, env=env)
+    assert run["status"] == "ok", run
+    return run["facts"]["pinning"]
+
+
+@needs_two_cpus
+@pytest.mark.parametrize("mpi", MPIS)
+def test_every_expressible_strategy_runs_where_predicted(mpi):
+    seen = {}
+    for strategy in expressible(mpi):
+        for scaling in ("thread", "task"):
+            facts = placed(f"mpi={mpi}", f"pinning={strategy}", f"scaling={scaling}", "workers=2", env=OMP)
+            seen[(strategy, scaling)] = facts["verdict"], facts["problems"]
+            ranks = facts["ranks"]
+            assert len(ranks) == (1 if scaling == "thread" else 2)
+            assert facts["threads_seen"] >= 2
+    assert {k: v for k, v in seen.items() if v[0] != "match"} == {}
+    assert ("rank", "task") in seen if mpi == "mpich" else ("rank", "task") not in seen
+
+
+@needs_two_cpus
+def test_open_mpi_default_binds_one_rank_to_one_core_and_its_threads_share_it():
+    """Open MPI binds to core when np <= 2: a one-rank, two-thread run gets one core (the
+    prediction says so, and the run shows it), whatever OMP_NUM_THREADS asks for."""
+    facts = placed("mpi=openmpi", "pinning=default", "scaling=thread", "workers=2", env=OMP)
+    [rank] = facts["ranks"]
+    assert facts["verdict"] == "match"
+    assert len(rank["predicted"].split(",")) == 1 and "-" not in rank["predicted"]
+    assert rank["threads_predicted"] == [rank["predicted"]] * 2
+
+
+@needs_two_cpus
+def test_a_narrowed_run_is_flagged(isolated_db):
+    """An external taskset narrows every rank to one CPU: bind_to none predicts the whole node."""
+    if not shutil.which("taskset"):
+        pytest.skip("needs taskset")
+    last = str(max(os.sched_getaffinity(0)))
+    proc = subprocess.run(
+        ["taskset", "-c", last, sys.executable, "-m", "clusterbench", "bench", "affinity", "-p", "hold_ms=200",
+         "-p", "ranks=2", "-p", "bind_to=none", "-p", "mpi=openmpi", "--json"],
+        capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr
+    [run] = json.loads(proc.stdout)
+    facts = run["facts"]["pinning"]
+    assert facts["verdict"] == "mismatch" and run["status"] == "ok"
+    assert any(f"bound to CPUs {last}" in p for p in facts["problems"])
+    [row] = query(isolated_db, "SELECT facts FROM runs")
+    assert json.loads(row["facts"])["pinning"]["verdict"] == "mismatch"
+    listing = cli("results")
+    assert "MISMATCH" in listing.stdout
+    shown = cli("results", run["id"])
+    assert "placement: mismatch" in shown.stdout and f"bound to CPUs {last}" in shown.stdout
+
+
+def test_pin_draws_the_acceptance_case():
+    """The issue's command: 8 tasks x 3 CPUs on the EPYC 7742 fixture, psslurm, --cpu-bind threads."""
+    out = cli("pin", "--from", str(TOPOLOGY / "epyc7742-synthetic.xml"), "--launcher", "srun", "--flavour",
+              "psslurm", "-n", "8", "-c", "3", "--cpu-bind", "threads", "--masks")
+    assert out.returncode == 0, out.stderr
+    assert "NUMA" in out.stdout and "physical" in out.stdout and "mask 0x" in out.stdout
+    data = cli_json("pin", "--from", str(TOPOLOGY / "epyc7742-synthetic.xml"), "--launcher", "srun", "--flavour",
+                    "psslurm", "-n", "8", "-c", "3", "--cpu-bind", "threads", "--json")
+    tasks = data["tasks"]
+    assert len(tasks) == 8 and all(t["node"] == 0 for t in tasks)
+
+
+@pytest.mark.parametrize("fixture", ["epyc7742-synthetic.xml", "cts1-pascal.xml", "cts1-quartz-smt1.xml"])
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
+def test_pin_every_strategy_on_three_fixtures(fixture, strategy, tmp_path):
+    svg = tmp_path / "p.svg"
+    out = cli("pin", "--from", str(TOPOLOGY / fixture), "--launcher", "srun", "-n", "8", "-c", "4",
+              "--strategy", strategy, "--svg", str(svg))
+    assert out.returncode == 0, out.stderr + out.stdout
+    assert svg.read_text().startswith("<svg") or "<svg" in svg.read_text()[:200]
+
+
+@pytest.mark.parametrize("args, where", [
+    (["-n", "300", "-c", "1"], "--ntasks"),  # more tasks x CPUs than the 256 CPUs, no --overcommit
+    (["-n", "8", "--strategy", "nonsense"], "pinning"),
+    (["-n", "2", "--cpu-bind", "map_cpu:0,999"], "--cpu-bind"),
+    (["-n", "2", "--cpu-bind", "mask_cpu:0x1" + "0" * 80], "--cpu-bind"),
+    (["-n", "2", "--launcher", "openmpi", "--map-by", "sideways"], "--map-by"),
+    (["-n", "2", "--launcher", "openmpi", "--strategy", "rank"], "pinning"),
+    (["-n", "2", "-c", "2", "--omp-places", "{0:99999999}"], "OMP_PLACES"),
+    (["-n", "2", "--launcher", "pbs"], "--launcher"),
+])
+def test_pin_refuses_bad_input_with_a_located_message(args, where):
+    out = cli("pin", "--from", str(TOPOLOGY / "epyc7742-synthetic.xml"), *args)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert where in out.stderr and "Traceback" not in out.stderr
+
+
+def test_campaign_refuses_an_unknown_strategy(tmp_path):
+    campaign = tmp_path / "c.yaml"
+    campaign.write_text("name: bad-pin\nbenchmarks:\n  - benchmark: affinity\n    params: {pinning: sideways}\n")
+    out = cli("campaign", "run", str(campaign))
+    assert out.returncode == 2 and "pinning" in out.stderr and "Traceback" not in out.stderr
