@@ -44,12 +44,17 @@ def verdict(site: Site, launch: Launch, workdir: Path, env: dict[str, str]) -> d
     observed = read_observations(workdir)
     layout = next((r.node_layout for r in observed if r.node_layout), "")
     topology = from_lscpu_parse(layout, source="probe node layout") if layout else from_sysfs()
+    openmp = not observed or any(r.openmp_runtimes for r in observed)
+    if not openmp:  # OMP_PLACES/OMP_PROC_BIND are read by an OpenMP runtime, and none was loaded
+        env = {k: v for k, v in env.items() if k not in ("OMP_PLACES", "OMP_PROC_BIND")}
     try:
         pred = predict(site, launch, topology, env)
     except UserInputError as exc:  # a launch the calculators cannot model (say so; the run stands)
         return {"verdict": "unpredicted", "problems": [str(exc)], "observed": _observed_only(observed)}
     if pred is None:
         return None
+    if not openmp:
+        pred.notes.append("the program loaded no OpenMP runtime: OMP_PLACES and OMP_PROC_BIND do not apply")
     hosts = [h.name for h in site.hosts_for(launch.placement.nodes)] or None
     check = compare(pred, observed, hosts, launch.placement.threads)
     facts = check.to_facts() | {"prediction": pred.to_dict(), "node_layout": layout}

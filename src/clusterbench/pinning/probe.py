@@ -40,6 +40,7 @@ KEPT_ENV = ("OMP_NUM_THREADS", "OMP_PLACES", "OMP_PROC_BIND", "GOMP_CPU_AFFINITY
             "SLURM_CPU_BIND", "SLURM_CPU_BIND_LIST")
 FORWARDED = ("SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGCONT")
 PR_SET_PDEATHSIG = 1
+OPENMP_RUNTIMES = ("libgomp.so", "libomp.so", "libiomp5.so")  # GCC, LLVM, Intel: who reads OMP_PLACES
 
 
 def cpulist(cpus) -> str:
@@ -97,6 +98,7 @@ class Threads:
         self.samples = 0
         self.execed = False
         self.own_exe = os.path.realpath(sys.executable)
+        self.runtimes: list[str] = []  # OpenMP runtimes the program mapped (checked in the first samples)
 
     def sample(self, pid: int) -> None:
         if not self.execed:  # before exec the child is still this interpreter: nothing to see yet
@@ -111,6 +113,8 @@ class Threads:
         except OSError:
             return
         self.samples += 1
+        if not self.runtimes and self.samples <= len(SCHEDULE_S):
+            self.runtimes = openmp_runtimes(pid)
         now = time.monotonic()
         for tid in tids:
             state = thread_state(pid, tid)
@@ -144,6 +148,20 @@ class Threads:
             del rec["cpu"]
             out.append(rec)
         return out
+
+
+def openmp_runtimes(pid: int) -> list[str]:
+    """The OpenMP runtime libraries mapped into the program: without one, OMP_* mean nothing to it."""
+    found = set()
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            for line in f:
+                name = line.rsplit("/", 1)[-1].strip()
+                if name.startswith(OPENMP_RUNTIMES):
+                    found.add(name)
+    except OSError:
+        pass
+    return sorted(found)
 
 
 def _in(cpu: int, allowed: str) -> bool:
@@ -248,6 +266,7 @@ def main(argv: list[str]) -> int:
         "host": os.uname().nodename, "pid": child, "main_tid": child, "rank": None if rank is None else int(rank),
         "launcher_cpus": cpulist(own), "env": env, "threads": threads.records(start),
         "samples": threads.samples, "seconds": round(time.monotonic() - start, 3),
+        "openmp_runtimes": threads.runtimes,
         "exit": status, "node_layout": node_layout()})
     if status < 0:  # killed by a signal: die of the same one
         signal.signal(-status, signal.SIG_DFL)

@@ -54,6 +54,7 @@ class ObservedRank:
     samples: int
     node_layout: str = ""
     main_tid: int | None = None  # the program's first thread: OpenMP's thread 0
+    openmp_runtimes: list[str] = field(default_factory=list)  # libgomp, libomp, libiomp5 if mapped
 
     @property
     def main(self) -> ObservedThread | None:
@@ -125,7 +126,8 @@ def read_record(path: Path) -> ObservedRank | None:
             threads=[_thread(t) for t in list(raw.get("threads") or [])[:4096]],
             env={str(k): str(v)[:1000] for k, v in dict(raw.get("env") or {}).items()},
             samples=int(raw.get("samples") or 0), node_layout=str(raw.get("node_layout") or "")[:1_000_000],
-            main_tid=raw["main_tid"] if isinstance(raw.get("main_tid"), int) else None)
+            main_tid=raw["main_tid"] if isinstance(raw.get("main_tid"), int) else None,
+            openmp_runtimes=[str(x)[:100] for x in list(raw.get("openmp_runtimes") or [])[:8]])
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
