@@ -138,3 +138,26 @@ def test_campaign_refuses_an_unknown_strategy(tmp_path):
     campaign.write_text("name: bad-pin\nbenchmarks:\n  - benchmark: affinity\n    params: {pinning: sideways}\n")
     out = cli("campaign", "run", str(campaign))
     assert out.returncode == 2 and "pinning" in out.stderr and "Traceback" not in out.stderr
+
+
+@needs_two_cpus
+def test_study_report_shows_strategies_beside_their_pictures(isolated_db, tmp_path):
+    """A small version of examples/pinning-study.yaml (STREAM only, one repeat): the report's
+    pinning section has both figures' data, a table row per strategy and mode, and an inline
+    placement picture per strategy, every run marked with its placement verdict."""
+    campaign = tmp_path / "study.yaml"
+    campaign.write_text("name: pin-study\nenv: {OMP_PROC_BIND: close, OMP_PLACES: cores}\nbenchmarks:\n"
+                        "  - benchmark: stream\n    params: {n: 500000, ntimes: 3, workers: 2}\n"
+                        "    space: {pinning: [default, cores], scaling: [thread, task]}\n")
+    out = cli("campaign", "run", str(campaign), "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["ok"] == 4
+    report = tmp_path / "report"
+    out = cli("report", "pin-study", "--out", str(report))
+    assert out.returncode == 0, out.stderr
+    html = (report / "report.html").read_text()
+    assert 'data-section="pinning"' in html and 'data-figure="pinning-stream"' in html
+    assert html.count('data-picture="pinning-picture-') == 4  # 2 strategies x 2 modes
+    table = (report / "pinning-table.csv").read_text().splitlines()
+    assert len(table) == 1 + 4 and all(",match," in row for row in table[1:])
+    assert (report / "pinning-picture-0.svg").read_text().lstrip().startswith(("<svg", "<?xml"))
