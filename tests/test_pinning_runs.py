@@ -161,3 +161,41 @@ def test_study_report_shows_strategies_beside_their_pictures(isolated_db, tmp_pa
     table = (report / "pinning-table.csv").read_text().splitlines()
     assert len(table) == 1 + 4 and all(",match," in row for row in table[1:])
     assert (report / "pinning-picture-0.svg").read_text().lstrip().startswith(("<svg", "<?xml"))
+
+
+USER_STRATEGIES = """
+name: user-strategy
+cluster:
+  strategies:
+    free:
+      summary: ranks dealt round-robin over sockets, not bound
+      openmpi: {map_by: socket, bind_to: none}
+      hydra: {bind_to: none}
+    srun-only:
+      srun: {cpu_bind: cores}
+benchmarks:
+  - benchmark: affinity
+    params: {ranks: 2, threads: 1, hold_ms: 200, mpi: openmpi}
+    space: {pinning: PINNING}
+"""
+
+
+@needs_two_cpus
+def test_a_campaign_defines_its_own_strategy(isolated_db, tmp_path):
+    campaign = tmp_path / "u.yaml"
+    campaign.write_text(USER_STRATEGIES.replace("PINNING", "[free, cores]"))
+    out = cli("campaign", "run", str(campaign), "--json")
+    assert out.returncode == 0, out.stderr
+    stored = query(isolated_db, "SELECT params, facts, command FROM runs")
+    rows = {json.loads(r["params"])["pinning"]: r for r in stored}
+    assert "--map-by socket --bind-to none" in rows["free"]["command"]
+    free = json.loads(rows["free"]["facts"])["pinning"]
+    assert free["verdict"] == "match" and all(r["predicted"] == r["observed"] for r in free["ranks"])
+    assert len({r["predicted"] for r in free["ranks"]}) == 1  # not bound: both ranks may use every CPU
+    campaign.write_text(USER_STRATEGIES.replace("PINNING", "[free, srun-only]"))
+    out = cli("campaign", "run", str(campaign))
+    assert out.returncode == 2 and "u.yaml:" in out.stderr
+    assert "'srun-only' cannot be expressed with openmpi" in out.stderr
+    campaign.write_text(USER_STRATEGIES.replace("free:", "cores:").replace("PINNING", "[cores]"))
+    out = cli("campaign", "run", str(campaign))
+    assert out.returncode == 2 and "is built in" in out.stderr

@@ -50,7 +50,7 @@ PLACEMENT_PARAMS = (
           "(default: the campaign's cluster: section, else auto)", choices=INTERCONNECTS),
     MPI_PARAM,
     Param("pinning", str, None, "pinning strategy, translated for srun, Open MPI or Hydra: " + ", ".join(STRATEGIES)
-          + " (see docs/pinning.md)", choices=tuple(STRATEGIES)),
+          + ", or one the campaign defines under cluster.strategies (see docs/pinning.md)"),
     Param("scaling", str, None, "scaling mode over `workers` CPUs: thread (one task, that many threads), "
           "task (that many one-thread tasks), hybrid (a task per NUMA domain, the rest as threads)",
           choices=SCALING_MODES),

@@ -24,6 +24,7 @@ from clusterbench.errors import UserInputError
 from clusterbench.execution.request import PlannedRun
 from clusterbench.launch.hosts import Inventory
 from clusterbench.launch.site import Site
+from clusterbench.pinning.strategies import launcher_options
 from clusterbench.store.db import Store, default_db_path
 from clusterbench.system.discover import SystemInfo, discover
 
@@ -56,6 +57,7 @@ def load_runs(path: Path, lock: ExitStack | None = None) -> LoadedCampaign:
         system = system_from_facts(gather(site.inventory.names), local)
     runs = expand(campaign, source, system)
     _check_node_counts(runs, site, source)
+    _check_pinning(runs, site, source)
     return LoadedCampaign(Path(path), campaign, source, runs, system, site)
 
 
@@ -67,6 +69,21 @@ def _check_node_counts(runs: list[PlannedRun], site: Site, source: CampaignSourc
             where = "this machine" if site.launcher == "local" else f"the {limit} host(s) of cluster.hosts"
             raise CampaignError(f"block {run.block!r} asks for nodes={nodes}, more than {where}", source,
                                 ("cluster",), hint="lower nodes:, or list more hosts in cluster.hosts")
+
+
+def _check_pinning(runs: list[PlannedRun], site: Site, source: CampaignSource) -> None:
+    """Every strategy named is known and can be said to this site's launcher, before anything runs."""
+    seen: set[tuple] = set()
+    for run in runs:
+        name = run.params.get("pinning")
+        key = (name, run.params.get("mpi"), run.block)
+        if not name or key in seen:
+            continue
+        seen.add(key)
+        try:
+            launcher_options(name, site.launcher_kind(run.params.get("mpi")), 1, 1, site.strategies)
+        except UserInputError as exc:
+            raise CampaignError(f"block {run.block!r}: {exc.message}", source, ("benchmarks",), hint=exc.hint) from None
 
 
 @dataclass(frozen=True)

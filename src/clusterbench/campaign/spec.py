@@ -165,6 +165,35 @@ class SrunSection(BaseModel):
     mpi: str | None = Field("pmix", description="srun --mpi plugin (pmix, pmi2, none)")
 
 
+class SrunStrategy(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    cpu_bind: str | None = Field(None, max_length=4096, description="srun --cpu-bind")
+    distribution: str | None = Field(None, max_length=256, description="srun --distribution")
+    hint: str | None = Field(None, max_length=256, description="srun --hint")
+
+
+class MpirunStrategy(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    map_by: str | None = Field(None, max_length=256, description="--map-by / -map-by")
+    bind_to: str | None = Field(None, max_length=4096, description="--bind-to / -bind-to")
+    rank_by: str | None = Field(None, max_length=256, description="Open MPI --rank-by")
+    hwthread_cpus: bool = Field(False, description="Open MPI --use-hwthread-cpus")
+
+
+class StrategySection(BaseModel):
+    """A pinning strategy of the campaign's own: the options that express it for each launcher
+    (`{c}` stands for the threads per task); a launcher it names no options for refuses it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    summary: str = Field("", max_length=500)
+    srun: SrunStrategy | None = None
+    openmpi: MpirunStrategy | None = None
+    hydra: MpirunStrategy | None = None
+
+
 class SlurmSection(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
@@ -198,6 +227,9 @@ class ClusterSection(BaseModel):
     mpi_args: list[str] = Field(default_factory=list, description="more mpirun arguments")
     slurm: SlurmSection | None = None
     preflight: bool = Field(True, description="check the nodes before a multi-node campaign starts")
+    strategies: dict[Name, StrategySection] = Field(
+        default_factory=dict, max_length=100,
+        description="pinning strategies of this campaign, by name, beside the built-in ones (docs/pinning.md)")
 
 
 class Campaign(_Timed):

@@ -14,6 +14,7 @@ from clusterbench.cluster.facts import NodeFacts
 from clusterbench.errors import UserInputError
 from clusterbench.launch.hosts import Host, Inventory, expand_nodeset, inventory
 from clusterbench.launch.site import Site, SlurmOptions, SrunOptions
+from clusterbench.pinning.strategies import user_strategy
 from clusterbench.system.discover import SystemInfo
 from clusterbench.system.microarch import estimate_peak
 from clusterbench.system.software import Memory
@@ -35,8 +36,12 @@ def site_from_section(section: ClusterSection) -> Site:
         inv = inventory(section.hosts)
     elif section.launcher == "slurm":
         inv = inventory(section.hosts) if section.hosts else partition_nodes(slurm.partition)
+    strategies = {name: user_strategy(name, s.summary, *(None if o is None else o.model_dump()
+                                                         for o in (s.srun, s.openmpi, s.hydra)))
+                  for name, s in section.strategies.items()}
     return Site(launcher=section.launcher, inventory=inv, interconnect=section.interconnect,
-                net_if=section.net_if, rank_by=section.rank_by, mpi_args=list(section.mpi_args), slurm=slurm)
+                net_if=section.net_if, rank_by=section.rank_by, mpi_args=list(section.mpi_args), slurm=slurm,
+                strategies=strategies)
 
 
 def partition_nodes(partition: str | None) -> Inventory:

@@ -20,7 +20,7 @@ from clusterbench.errors import UserInputError
 from clusterbench.launch.hosts import Host, Inventory, render_hostfile
 from clusterbench.launch.mpirun import MpiLaunch, mpirun_command
 from clusterbench.launch.spec import Launch
-from clusterbench.pinning.strategies import launcher_options
+from clusterbench.pinning.strategies import Strategy, launcher_options
 from clusterbench.system.mpi import MpiStack, mpi_stack
 
 LAUNCHERS = ("local", "mpirun", "slurm")
@@ -64,6 +64,7 @@ class Site:
     slurm: SlurmOptions | None = None
     workdir: Path | None = None  # set per run: where the hostfile goes
     forward_env: dict[str, str] = field(default_factory=dict)  # set per run: also for remote ranks
+    strategies: dict[str, Strategy] = field(default_factory=dict)  # the campaign's own pinning strategies
 
     def for_run(self, workdir: Path, forward_env: dict[str, str] | None = None) -> Site:
         """This site for one run: its directory, and variables that remote ranks need too (the
@@ -124,11 +125,12 @@ class Site:
         if pinning:
             threads = launch.threads or 1
             if srun:
-                srun = dataclasses.replace(srun, **launcher_options(pinning, "srun", threads, launch.ranks))
+                srun = dataclasses.replace(srun, **launcher_options(pinning, "srun", threads, launch.ranks,
+                                                                    self.strategies))
             else:  # the strategy replaces the benchmark's own binding and mapping
                 launch.bind_to = launch.map_by = launch.rank_by = None
                 which = "hydra" if stack.hydra else "openmpi"
-                for key, value in launcher_options(pinning, which, threads, launch.ranks).items():
+                for key, value in launcher_options(pinning, which, threads, launch.ranks, self.strategies).items():
                     setattr(launch, key, value)
         return launch, stack, srun
 
@@ -163,6 +165,12 @@ class Site:
         return ({"name": "mpirun", "ranks": p.ranks, "bind_to": p.bind_to, "map_by": p.map_by, "nodes": p.nodes}
                 | pinning | launch.facts | mpi_stack(p.mpi).describe() | self.describe())
 
+    def launcher_kind(self, mpi: str | None) -> str:
+        """Which placement rules apply to a run of MPI `mpi` here: srun, hydra or openmpi."""
+        if self.slurm and self.slurm.srun:
+            return "srun"
+        return "hydra" if mpi_stack(mpi).hydra else "openmpi"
+
     def describe(self) -> dict:
         """What is stored with each run about where it went."""
         out: dict = {"launcher": self.launcher, "interconnect": self.interconnect}
@@ -174,6 +182,8 @@ class Site:
                 out[key] = getattr(self, key)
         if self.mpi_args:
             out["mpi_args"] = self.mpi_args
+        if self.strategies:
+            out["strategies"] = {k: vars(v) for k, v in self.strategies.items()}
         if self.slurm:
             out["slurm"] = {k: v for k, v in vars(self.slurm).items() if v not in (None, [], ())}
             if self.slurm.srun:

@@ -64,18 +64,31 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
 )}
 
 
-def strategy(name: str) -> Strategy:
+def strategy(name: str, own: dict[str, Strategy] | None = None) -> Strategy:
+    """A built-in strategy or one of `own` (a campaign's `cluster.strategies`)."""
+    known = STRATEGIES | (own or {})
     try:
-        return STRATEGIES[name]
+        return known[name]
     except KeyError:
         raise UserInputError(f"unknown pinning strategy {name!r}", where="pinning",
-                             hint="one of " + ", ".join(STRATEGIES)) from None
+                             hint="one of " + ", ".join(known) + ", or define it under cluster.strategies") from None
 
 
-def launcher_options(name: str, launcher: str, threads: int, ranks: int) -> dict:
+def user_strategy(name: str, summary: str, srun: dict | None, openmpi: dict | None, hydra: dict | None) -> Strategy:
+    """A campaign's own strategy; its name must not hide a built-in one."""
+    if name in STRATEGIES:
+        raise UserInputError(f"strategy {name!r} is built in", where=f"cluster.strategies.{name}",
+                             hint="give yours another name")
+    drop = lambda options: None if options is None else {k: v for k, v in options.items() if v}  # noqa: E731
+    return Strategy(name, summary or "defined by the campaign", drop(srun), drop(openmpi), drop(hydra),
+                    "the campaign gives no options for this launcher")
+
+
+def launcher_options(name: str, launcher: str, threads: int, ranks: int,
+                     own: dict[str, Strategy] | None = None) -> dict:
     """The options of strategy `name` for `launcher` (srun, openmpi, hydra), with {c} filled in;
     UserInputError when the launcher has no counterpart."""
-    s = strategy(name)
+    s = strategy(name, own)
     options = getattr(s, launcher) if launcher in ("srun", "openmpi", "hydra") else None
     if options is None:
         raise UserInputError(f"pinning strategy {name!r} cannot be expressed with {launcher}: {s.why_not}",
