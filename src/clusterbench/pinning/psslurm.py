@@ -15,6 +15,8 @@ What differs from stock Slurm:
     task stopped; rank_ldom takes the task's CPUs on the next socket; none = the step's CPUs;
   * a mask or map that does not fit the step pins to all the step's CPUs (with a message) instead
     of failing, except map_cpu with -c > 1, which aborts the step.
+--hint=nomultithread and compute_bound pin as if every core had one thread (psslurm sees the first
+as CPU_BIND_ONE_THREAD_PER_CORE; the second is assumed to reach it as SLURM_HINT, where it reads it).
 The step's cores come from slurmctld as for stock Slurm (psslurm only pins inside them). psslurm
 numbers threads t x cores + c and maps them through psid's CPU map; here that map is hwloc's order
 (thread t of the c-th core), the identity on Linux-numbered nodes such as the EPYC 7742 fixture.
@@ -26,8 +28,8 @@ import re
 
 from clusterbench.errors import UserInputError
 from clusterbench.pinning.model import TaskPlacement, parse_mask
-from clusterbench.pinning.slurm import NodeShape, Request
 from clusterbench.pinning.slurm_affinity import step_cores
+from clusterbench.pinning.slurm_shape import NodeShape, Request
 
 WHERE = "--cpu-bind"
 
@@ -322,8 +324,9 @@ def _task_cpus(req: Request, kind: str, node: _Node, pinner: _Pinner, local: int
         return node.os_cpus(pinner.socket_rank_binding())
     cpus = pinner.threads_binding()
     if kind in ("sockets", "ldoms"):
-        if kind == "ldoms" and "psslurm: ldoms are sockets" not in pinner.notes:
-            pinner.notes.append("psslurm: ldoms are sockets (it treats NUMA domains as sockets)")
+        note = "psslurm: ldoms are sockets (it treats NUMA domains as sockets)"
+        if kind == "ldoms" and note not in pinner.notes:
+            pinner.notes.append(note)
         cpus = pinner.grow(cpus, "sockets")
     elif kind == "cores":
         cpus = pinner.grow(cpus, "cores")

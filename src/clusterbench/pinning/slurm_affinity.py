@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from clusterbench.errors import UserInputError
 from clusterbench.pinning.model import TaskPlacement, parse_mask
-from clusterbench.pinning.slurm import NodeShape, Request
+from clusterbench.pinning.slurm_shape import NodeShape, Request
 
 WHERE = "--cpu-bind"
 
@@ -51,7 +51,7 @@ def node_masks(req: Request, shape: NodeShape, ntasks: int, cores, notes: list[s
     """The OS CPUs of each of the `ntasks` tasks on a node where the step holds `cores` (the node's
     socket-major core numbers): task/affinity's part alone, whatever chose the cores."""
     notes = [] if notes is None else notes
-    bind_kind, how = _binding(req, shape, notes)
+    bind_kind, how = _binding(req, notes)
     avail = [False] * shape.size
     for core in cores:
         for t in range(shape.threads):
@@ -61,7 +61,7 @@ def node_masks(req: Request, shape: NodeShape, ntasks: int, cores, notes: list[s
 
 # --------------------------------------------------------------------------- what binding applies
 
-def _binding(req: Request, shape: NodeShape, notes: list[str]) -> tuple[str | None, str]:
+def _binding(req: Request, notes: list[str]) -> tuple[str | None, str]:
     """(kind, how): the --cpu-bind kind after --hint, and whether it was given, hinted or is automatic."""
     kind = req.bind.kind
     if req.hints:
