@@ -124,13 +124,14 @@ class Site:
         srun = self.slurm.srun if self.slurm and self.slurm.srun else None
         if pinning:
             threads = launch.threads or 1
+            per_node = launch.ranks_per_node or math.ceil(launch.ranks / nodes)
             if srun:
-                srun = dataclasses.replace(srun, **launcher_options(pinning, "srun", threads, launch.ranks,
+                srun = dataclasses.replace(srun, **launcher_options(pinning, "srun", threads, per_node,
                                                                     self.strategies))
             else:  # the strategy replaces the benchmark's own binding and mapping
                 launch.bind_to = launch.map_by = launch.rank_by = None
                 which = "hydra" if stack.hydra else "openmpi"
-                for key, value in launcher_options(pinning, which, threads, launch.ranks, self.strategies).items():
+                for key, value in launcher_options(pinning, which, threads, per_node, self.strategies).items():
                     setattr(launch, key, value)
         return launch, stack, srun
 

@@ -69,7 +69,8 @@ def calculate(topology: Topology, req: PinRequest) -> Prediction:
     """The placement of `req` on nodes shaped like `topology`, threads included."""
     check(req, topology)
     if req.strategy:
-        options = launcher_options(req.strategy, req.launcher, req.cpus_per_task, req.ntasks)
+        per_node = req.ntasks_per_node or -(-req.ntasks // req.nodes)
+        options = launcher_options(req.strategy, req.launcher, req.cpus_per_task, per_node)
         given = [k for k in options if getattr(req, k) not in (None, False)]
         if given:
             raise UserInputError(f"--strategy {req.strategy} sets {', '.join(given)} itself", where="--strategy",

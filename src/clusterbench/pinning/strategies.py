@@ -84,10 +84,12 @@ def user_strategy(name: str, summary: str, srun: dict | None, openmpi: dict | No
                     "the campaign gives no options for this launcher")
 
 
-def launcher_options(name: str, launcher: str, threads: int, ranks: int,
+def launcher_options(name: str, launcher: str, threads: int, ranks_per_node: int,
                      own: dict[str, Strategy] | None = None) -> dict:
-    """The options of strategy `name` for `launcher` (srun, openmpi, hydra), with {c} filled in;
-    UserInputError when the launcher has no counterpart."""
+    """The options of strategy `name` for `launcher` (srun, openmpi, hydra), with {c} (threads per
+    task) and {ranks} (the local task numbers of a node: Hydra's `user:` list is read per node, by
+    local index, as srun's `rank` binds local task i to CPU i) filled in; UserInputError when the
+    launcher has no counterpart."""
     s = strategy(name, own)
     options = getattr(s, launcher) if launcher in ("srun", "openmpi", "hydra") else None
     if options is None:
@@ -96,7 +98,7 @@ def launcher_options(name: str, launcher: str, threads: int, ranks: int,
     out = {}
     for key, value in options.items():
         if isinstance(value, str):
-            value = value.replace("{c}", str(threads)).replace("{ranks}", ",".join(map(str, range(ranks))))
+            value = value.replace("{c}", str(threads)).replace("{ranks}", ",".join(map(str, range(ranks_per_node))))
         out[key] = value
     return out
 
