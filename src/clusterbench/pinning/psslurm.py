@@ -162,7 +162,6 @@ class _Pinner:
 
     def threads_binding(self) -> set[int]:
         """getThreadsBinding: tpp threads in the distribution's order from the task's start."""
-        node, cpus = self.node, set()
         start = 0
         if self.last >= 0:
             found = self.next_start()
@@ -172,40 +171,31 @@ class _Pinner:
                 self.maxuse += 1
                 self.last, found = -1, 0
             start = found
-        left, thread = self.tpp, start
-        while True:
-            for thread in node.iterate(self.order, start):
-                core = node.core(thread)
-                if core not in node.step or self.used[thread] >= self.maxuse:
-                    continue
-                for lower in range(thread // node.cores):  # take a core's lower threads first
-                    if self.used[lower * node.cores + core] < self.maxuse:
-                        thread = lower * node.cores + core
-                        break
-                cpus.add(thread)
-                self.used[thread] += 1
-                left -= 1
-                if left == 0:  # stop here: `thread` is the last one taken, where the next task starts
-                    break
-            if left == 0:
-                break
-            if not self.overcommit:
-                cpus = self._all("psslurm: not enough threads left for a task, it is pinned to all the step's CPUs")
-                break
-            self.maxuse += 1
-            self.last, start = -1, 0
-        self.last = thread
-        return cpus
+        return self._fill(self.order, start, lower_first=True)
 
     def socket_rank_binding(self) -> set[int]:
         """getSocketRankBinding (rank_ldom): tpp threads, filling cores, from the next socket on."""
+        start = self.node.next_socket_start(self.last) if self.last >= 0 else 0
+        return self._fill(FILLSOCKETS_FILLCORES, start, lower_first=False)
+
+    def _fill(self, order: int, start: int, lower_first: bool) -> set[int]:
+        """tpp threads of the step in `order` from `start`, each used at most `maxuse` times; with
+        `lower_first`, a core's lower hardware threads before the one the order reached. When the
+        step runs out: over-committed, every thread may be used once more and the walk starts again
+        from 0; else the task gets all the step's CPUs. The last thread taken is where the next
+        task starts."""
         node, cpus = self.node, set()
-        start = node.next_socket_start(self.last) if self.last >= 0 else 0
         left, thread = self.tpp, start
         while True:
-            for thread in node.iterate(FILLSOCKETS_FILLCORES, start):
-                if node.core(thread) not in node.step or self.used[thread] >= self.maxuse:
+            for thread in node.iterate(order, start):
+                core = node.core(thread)
+                if core not in node.step or self.used[thread] >= self.maxuse:
                     continue
+                if lower_first:
+                    for lower in range(thread // node.cores):
+                        if self.used[lower * node.cores + core] < self.maxuse:
+                            thread = lower * node.cores + core
+                            break
                 cpus.add(thread)
                 self.used[thread] += 1
                 left -= 1
