@@ -29,7 +29,7 @@ import re
 from clusterbench.errors import UserInputError
 from clusterbench.pinning.model import TaskPlacement, parse_mask
 from clusterbench.pinning.slurm_affinity import step_cores
-from clusterbench.pinning.slurm_shape import NodeShape, Request
+from clusterbench.pinning.slurm_shape import NodeShape, Request, tasks_by_node
 
 WHERE = "--cpu-bind"
 
@@ -266,20 +266,13 @@ def psslurm_tasks(req: Request, shape: NodeShape, notes: list[str]) -> list[Task
         raise UserInputError("psslurm: type map_cpu cannot be used with --cpus-per-task > 1 (it aborts the step)",
                              where=WHERE, hint="use mask_cpu, or -c 1")
     order, start_rule = _strategy(req, notes)
-    tasks: list[TaskPlacement] = []
-    by_count: dict[int, list[frozenset[int]]] = {}  # identical nodes: the sets depend on the task count only
-    for node_index, ids in enumerate(req.tasks):
-        if not ids:
-            continue
-        if len(ids) not in by_count:
-            cores = step_cores(req, shape, len(ids), notes if not by_count else [])
-            node = _Node(shape, 1 if one_thread else shape.threads, cores)
-            pinner = _Pinner(node, req.cpus_per_task, order, start_rule, req.overcommit, notes)
-            by_count[len(ids)] = _node_sets(req, kind, node, pinner, len(ids))
-        for local, rank in enumerate(ids):
-            cpus = by_count[len(ids)][local]
-            tasks.append(TaskPlacement(rank, node_index, cpus, bound=cpus != shape.pus))
-    return tasks
+
+    def node_sets(count: int, node_notes: list[str]) -> list[frozenset[int]]:
+        node = _Node(shape, 1 if one_thread else shape.threads, step_cores(req, shape, count, node_notes))
+        pinner = _Pinner(node, req.cpus_per_task, order, start_rule, req.overcommit, notes)
+        return _node_sets(req, kind, node, pinner, count)
+
+    return tasks_by_node(req, shape, node_sets, notes)
 
 
 def _node_sets(req: Request, kind: str, node: _Node, pinner: _Pinner, ntasks: int) -> list[frozenset[int]]:

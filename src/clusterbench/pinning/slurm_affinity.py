@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from clusterbench.errors import UserInputError
 from clusterbench.pinning.model import TaskPlacement, parse_mask
-from clusterbench.pinning.slurm_shape import NodeShape, Request
+from clusterbench.pinning.slurm_shape import NodeShape, Request, tasks_by_node
 
 WHERE = "--cpu-bind"
 
@@ -31,19 +31,11 @@ def affinity_tasks(req: Request, shape: NodeShape, notes: list[str]) -> list[Tas
     if req.dist.core:
         notes.append(f"the third --distribution level ({req.dist.core}) is ignored: stock Slurm 22.05's "
                      "task/affinity does not read it (only task/cgroup's core selection would)")
-    tasks: list[TaskPlacement] = []
-    by_count: dict[int, list[frozenset[int]]] = {}  # identical nodes: the masks depend on the task count only
-    for node, ids in enumerate(req.tasks):
-        if not ids:
-            continue
-        if len(ids) not in by_count:
-            node_notes = notes if not by_count else []
-            cores = step_cores(req, shape, len(ids), node_notes)
-            by_count[len(ids)] = node_masks(req, shape, len(ids), cores, node_notes)
-        masks = by_count[len(ids)]
-        for local, rank in enumerate(ids):
-            tasks.append(TaskPlacement(rank, node, masks[local], bound=masks[local] != shape.pus))
-    return tasks
+
+    def node_sets(count: int, node_notes: list[str]) -> list[frozenset[int]]:
+        return node_masks(req, shape, count, step_cores(req, shape, count, node_notes), node_notes)
+
+    return tasks_by_node(req, shape, node_sets, notes)
 
 
 def node_masks(req: Request, shape: NodeShape, ntasks: int, cores, notes: list[str] | None = None

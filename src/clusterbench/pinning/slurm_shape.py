@@ -4,9 +4,11 @@ which pinning/slurm.py chooses between."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from clusterbench.errors import UserInputError
+from clusterbench.pinning.model import TaskPlacement
 from clusterbench.pinning.slurm_options import CpuBind, Distribution
 from clusterbench.system.topology import Topology
 
@@ -85,3 +87,21 @@ class Request:
     exact: bool  # the step gets only the cores it needs (22.05: implied by --cpus-per-task)
     threads_per_core: int | None  # from --hint: 1 = one hardware thread per core
     tasks: list[list[int]] = field(default_factory=list)  # global task ids on each node
+
+
+def tasks_by_node(req: Request, shape: NodeShape,
+                  node_sets: Callable[[int, list[str]], list[frozenset[int]]], notes: list[str]) -> list[TaskPlacement]:
+    """Every task's placement, node by node, from `node_sets(task count, notes)`: the CPUs of each
+    local task on a node. The nodes are alike, so the sets depend on the task count only: each count
+    is worked out once, and only the first node's notes are kept."""
+    tasks: list[TaskPlacement] = []
+    by_count: dict[int, list[frozenset[int]]] = {}
+    for node, ids in enumerate(req.tasks):
+        if not ids:
+            continue
+        if len(ids) not in by_count:
+            by_count[len(ids)] = node_sets(len(ids), notes if not by_count else [])
+        sets = by_count[len(ids)]
+        tasks += [TaskPlacement(rank, node, sets[local], bound=sets[local] != shape.pus)
+                  for local, rank in enumerate(ids)]
+    return tasks
