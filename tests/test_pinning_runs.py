@@ -18,25 +18,13 @@ import sys
 import pytest
 from tests.conftest import ROOT, cli, cli_json, query
 
-from clusterbench.pinning.strategies import STRATEGIES, launcher_options
+from clusterbench.pinning.strategies import STRATEGIES, expressible
 
 TOPOLOGY = ROOT / "tests" / "fixtures" / "topology"
 needs_two_cpus = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs")
 MPIS = ["openmpi", pytest.param("mpich", marks=pytest.mark.skipif(not shutil.which("mpirun.mpich"),
                                                                    reason="needs Debian's mpich (make setup)"))]
 OMP = {"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"}
-
-
-def expressible(mpi: str) -> list[str]:
-    launcher = "hydra" if mpi == "mpich" else "openmpi"
-    out = []
-    for name in STRATEGIES:
-        try:
-            launcher_options(name, launcher, 1, 1)
-            out.append(name)
-        except Exception:
-            continue
-    return out
 
 
 def placed(*params: str, env: dict | None = None) -> dict:
@@ -50,7 +38,7 @@ def placed(*params: str, env: dict | None = None) -> dict:
 @pytest.mark.parametrize("mpi", MPIS)
 def test_every_expressible_strategy_runs_where_predicted(mpi):
     seen = {}
-    for strategy in expressible(mpi):
+    for strategy in expressible("hydra" if mpi == "mpich" else "openmpi"):
         for scaling in ("thread", "task"):
             facts = placed(f"mpi={mpi}", f"pinning={strategy}", f"scaling={scaling}", "workers=2", env=OMP)
             seen[(strategy, scaling)] = facts["verdict"], facts["problems"]

@@ -23,6 +23,8 @@ from pathlib import Path
 import pytest
 from tests.conftest import ROOT, cli, query
 
+from clusterbench.pinning.strategies import expressible
+
 SCRIPT = ROOT / "scripts" / "virtual-cluster"
 STATE = Path("/run/clusterbench-vc/cbvc")
 NODES = 3
@@ -283,19 +285,6 @@ def _pin_verdicts(db: Path, campaign: str) -> dict[tuple, tuple]:
     return out
 
 
-def _strategies(launcher: str) -> list[str]:
-    from clusterbench.pinning.strategies import STRATEGIES, launcher_options
-
-    ok = []
-    for name in STRATEGIES:
-        try:
-            launcher_options(name, launcher, 1, 1)
-            ok.append(name)
-        except Exception:
-            continue
-    return ok
-
-
 PIN_BLOCK = """
 env: {OMP_PROC_BIND: close, OMP_PLACES: cores}
 benchmarks:
@@ -315,7 +304,7 @@ HYBRID = ["default", "cores", "threads"]  # the two-thread block: fewer strategi
 def test_every_strategy_runs_where_predicted_over_two_nodes_through_mpirun(shared_db, tmp_path, mpi):
     """Each rank's CPUs and each thread's, sampled on its node, equal the prediction, for every
     strategy this MPI can express, 4 one-thread ranks and 2 two-thread ranks over two nodes."""
-    strategies = _strategies("hydra" if mpi == "mpich" else "openmpi")
+    strategies = expressible("hydra" if mpi == "mpich" else "openmpi")
     write(tmp_path / "p.yaml", f"name: vc-pin-{mpi}\ncluster: {{launcher: mpirun, hosts: 'node[1-2]', mpi: {mpi}}}\n"
           + PIN_BLOCK.replace("STRATEGIES", json.dumps(strategies)).replace("HYBRID", json.dumps(HYBRID)))
     out = cli("campaign", "run", str(tmp_path / "p.yaml"), "--json")
@@ -330,7 +319,7 @@ def test_every_strategy_runs_where_predicted_over_two_nodes_through_mpirun(share
 def test_every_strategy_runs_where_predicted_through_srun(shared_db, tmp_path):
     """The same with Slurm's srun (stock task/affinity) inside batch jobs: all nine strategies for the
     one-thread ranks, five for the two-thread ranks."""
-    strategies = _strategies("srun")
+    strategies = expressible("srun")
     write(tmp_path / "s.yaml", "name: vc-pin-srun\ncluster:\n  launcher: slurm\n  slurm:\n    poll: 0.5\n"
           "    srun: {}\n" + PIN_BLOCK.replace("STRATEGIES", json.dumps(strategies)).replace(
               "HYBRID", json.dumps(HYBRID + ["socket-fcyclic", "core-cyclic"])))

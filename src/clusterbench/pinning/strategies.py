@@ -103,6 +103,11 @@ def launcher_options(name: str, launcher: str, threads: int, ranks_per_node: int
     return out
 
 
+def expressible(launcher: str) -> list[str]:
+    """The built-in strategies `launcher` (srun, openmpi, hydra) has a counterpart for."""
+    return [s.name for s in STRATEGIES.values() if getattr(s, launcher, None) is not None]
+
+
 def scaled(mode: str, workers: int, groups: int) -> tuple[int, int]:
     """(ranks, threads per rank) of a scaling mode on `workers` CPUs: `thread` = one task with
     `workers` threads, `task` = `workers` single-threaded tasks, `hybrid` = one task per group
