@@ -78,13 +78,10 @@ def _table(data: Dataset, runs: dict[str, dict]) -> Table:
         groups.setdefault(_row_key(run), []).append(run)
     means: dict[tuple[tuple, str], str | None] = {}
     for name, scale in ((STREAM, 1 / MB_PER_GB), (HPL_GFLOPS, 1.0), (HPL_TIME, 1.0)):
-        samples = [("", _row_key(runs[rec.run_id]), rec.value * scale, rec.run_id)
+        samples = [(_row_key(runs[rec.run_id]), 0, rec.value * scale, rec.run_id)
                    for rec in data.of(name).itertuples(index=False) if rec.run_id in runs]
-        by_key: dict[tuple, list] = {}
-        for sample in samples:
-            by_key.setdefault(sample[1], []).append(("", 0, sample[2], sample[3]))
-        for key, values in by_key.items():
-            means[(key, name)] = range_text(aggregate(values)[0].points[0])
+        for series in aggregate(samples):  # one series per row, one point each
+            means[(series.label, name)] = range_text(series.points[0])
     rows = []
     for key in sorted(groups):
         members = groups[key]
