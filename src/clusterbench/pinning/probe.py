@@ -99,6 +99,7 @@ class Threads:
         self.execed = False
         self.own_exe = os.path.realpath(sys.executable)
         self.runtimes: list[str] = []  # OpenMP runtimes the program mapped (checked in the first samples)
+        self.expanded: dict[str, frozenset[int]] = {}
 
     def sample(self, pid: int) -> None:
         if not self.execed:  # before exec the child is still this interpreter: nothing to see yet
@@ -133,11 +134,18 @@ class Threads:
                 history[-1][1] += 1
             elif len(history) < MAX_HISTORY:
                 history.append([allowed, 1])
-            if _in(cpu, allowed):  # else a stale "last CPU" from before a rebind
+            if cpu in self._cpus_of(allowed):  # else a stale "last CPU" from before a rebind
                 rec["cpus"][str(cpu)] = rec["cpus"].get(str(cpu), 0) + 1
             rec.update(cpu=cpu, name=name, last_seen_s=now)
             if migrations is not None:
                 rec["nr_migrations"] = migrations
+
+    def _cpus_of(self, allowed: str) -> frozenset[int]:
+        """The CPUs of an allowed list, expanded once per distinct list (a rank sees one or two)."""
+        cpus = self.expanded.get(allowed)
+        if cpus is None:
+            cpus = self.expanded[allowed] = frozenset(expand(allowed))
+        return cpus
 
     def records(self, start: float) -> list[dict]:
         out = []
@@ -162,10 +170,6 @@ def openmp_runtimes(pid: int) -> list[str]:
     except OSError:
         pass
     return sorted(found)
-
-
-def _in(cpu: int, allowed: str) -> bool:
-    return cpu in expand(allowed)
 
 
 def node_layout() -> str:
