@@ -130,7 +130,7 @@ def cluster_exec(
     timeout: Annotated[float, typer.Option(help="Seconds to wait for each node.", min=0.1, max=86_400)] = 60.0,
 ) -> None:
     """Run a command on all nodes; identical outputs are printed once with their nodes (like clush -b)."""
-    from clusterbench.cluster.remote import fold, run_everywhere
+    from clusterbench.launch.remote import fold, run_everywhere
     from clusterbench.launch.hosts import Inventory
 
     inv = resolve_hosts(hosts)
@@ -155,7 +155,7 @@ def cluster_blas(
 ) -> None:
     """The system BLAS alternative of every node, grouped; with --set, change it everywhere."""
     from clusterbench.cluster import blas
-    from clusterbench.cluster.remote import fold
+    from clusterbench.launch.remote import fold
 
     inv = resolve_hosts(hosts)
     answers = blas.set_variant(inv.names, set_to) if set_to else blas.show(inv.names)

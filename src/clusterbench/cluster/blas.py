@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import shlex
 
-from clusterbench.cluster.remote import Answer, run_everywhere
+from clusterbench.launch.remote import Answer, run_everywhere
 from clusterbench.errors import UserInputError
 
 SHOW = ("for f in /etc/alternatives/libblas.so.3*; do [ -e \"$f\" ] && "

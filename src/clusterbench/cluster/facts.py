@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from clusterbench.cluster.remote import Answer, run_everywhere
+from clusterbench.launch.remote import Answer, run_everywhere
 from clusterbench.system.microarch import estimate_peak
 from clusterbench.system.mpi import parse_mpirun_version
 from clusterbench.system.software import Memory, parse_meminfo, variant_of_path

@@ -1,5 +1,8 @@
 """Run one shell command on many nodes at once over ssh, and fold identical answers together.
 
+In `launch` (not `cluster`) because the executor uses it too: node state before a run, the
+activity samplers during it, and system settings applied and restored around it.
+
 This is what the studies' `for i in 1..8; do ssh node$i ...; done` loops did, in parallel and
 with every failure kept: an unreachable node is an answer (exit code 255 and ssh's message),
 not an exception. The ssh command can be changed with `$CLUSTERBENCH_SSH` (say `ssh -p 2222
