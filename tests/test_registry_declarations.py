@@ -93,7 +93,7 @@ def test_an_unregistered_format_is_not_recognised_and_not_drawn(tmp_path, isolat
         report = import_paths(store, [str(path)])
         (rep,) = report.files
         assert rep.kind is None and rep.stored == 0
-        assert rep.note == "not a recognised benchmark output (HPL, HPCC, HPCG, IMB, OSU, STREAM)"
+        assert rep.note == "not a recognised benchmark output (HPL, HPCC, HPCG, IMB, OSU, LULESH, STREAM)"
     assert query(isolated_db, "SELECT COUNT(*) FROM runs")[0][0] == 0
 
 
@@ -116,7 +116,7 @@ def test_a_registered_benchmark_is_imported_by_its_own_format(tmp_path, isolated
     other.write_text("nothing a benchmark wrote\n")
     with Store(isolated_db) as store:
         (rep,) = import_paths(store, [str(other)]).files
-    assert rep.note == "not a recognised benchmark output (HPL, HPCC, HPCG, IMB, OSU, STREAM, TOYNET)"
+    assert rep.note == "not a recognised benchmark output (HPL, HPCC, HPCG, IMB, OSU, LULESH, STREAM, TOYNET)"
 
 
 def test_the_report_draws_a_registered_benchmarks_declared_metrics(tmp_path, isolated_db, toynet):
@@ -159,7 +159,7 @@ def test_formats_are_tried_by_priority(tmp_path, isolated_db):
         assert registry.output_formats()[0].kind == "hpl-shadow"
     finally:
         registry.BENCHMARKS.pop("shadow", None)
-    assert [f.kind for f in registry.output_formats()] == ["hpcc", "hpcg", "hpcg-log", "hpl", "imb", "osu", "stream"]
+    assert [f.kind for f in registry.output_formats()] == ["hpcc", "hpcg", "hpcg-log", "hpl", "imb", "osu", "lulesh", "stream"]
 
 
 def test_builtin_declarations_are_what_the_parsers_store(isolated_db):

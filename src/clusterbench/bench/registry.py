@@ -24,6 +24,7 @@ from clusterbench.bench.hpcg.benchmark import Hpcg
 from clusterbench.bench.hpl.benchmark import Hpl
 from clusterbench.bench.imb.benchmark import Imb
 from clusterbench.bench.iperf3 import Iperf3
+from clusterbench.bench.lulesh.benchmark import Lulesh
 from clusterbench.bench.osu.benchmark import Osu
 from clusterbench.bench.pingpong import PingPong
 from clusterbench.bench.stream.binary import StreamBinary
@@ -31,7 +32,7 @@ from clusterbench.bench.stream.kernel import Stream
 from clusterbench.errors import UserInputError
 
 BENCHMARKS: dict[str, type[Benchmark]] = {
-    cls.name: cls for cls in (Hpl, Hpcc, Hpcg, Imb, Osu, StreamBinary, Iperf3,  # official binaries
+    cls.name: cls for cls in (Hpl, Hpcc, Hpcg, Imb, Osu, StreamBinary, Iperf3, Lulesh,  # official binaries
                               Stream, PingPong, Dgemm, Affinity, Command)}  # clusterbench's own kernels
 
 
