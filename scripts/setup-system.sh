@@ -18,7 +18,7 @@ RUN_PACKAGES=(
   openmpi-bin libopenmpi-dev
   libopenblas-dev libopenblas0-serial libopenblas0-openmp libopenblas0-pthread
   libblis-dev
-  hpcc hwloc util-linux
+  hpcc hwloc util-linux ethtool
 )
 TEST_PACKAGES=(
   mpich libmpich-dev

@@ -137,3 +137,9 @@ def _compile(kernel: str, cmd: list[str], shown: list[str]) -> None:
         raise BuildError(f"compiling the {kernel} kernel failed (exit code {done.returncode}):\n"
                          f"$ {shlex.join(shown)}\n{messages}",
                          hint="check the compiler and flags (CLUSTERBENCH_CFLAGS, the cflags parameter)")
+
+
+def clock_binary() -> Path:
+    """The fmaclock kernel (plain `cc`, no MPI) that the node-state script runs to measure the
+    core clock; built once per toolchain and flags, in the shared cache the nodes also see."""
+    return build("fmaclock", mpi=False).binary
