@@ -9,11 +9,11 @@ import pytest
 from clusterbench.campaign.spec import parse_campaign
 from clusterbench.cluster.facts import parse_probe
 from clusterbench.cluster.preflight import NodeFacts, clocks, odd_ones_out
-from clusterbench.launch.remote import Answer, fold, run_everywhere
 from clusterbench.errors import UserInputError
 from clusterbench.launch import slurm
 from clusterbench.launch.hosts import Host, Inventory, _slurm_counts, inventory, parse_hostfile, slurm_allocation
 from clusterbench.launch.mpirun import MpiLaunch, mpirun_command
+from clusterbench.launch.remote import Answer, fold, run_everywhere
 from clusterbench.launch.site import Site, SlurmOptions, SrunOptions, srun_command
 from clusterbench.system.mpi import MpiStack
 

@@ -130,8 +130,8 @@ def cluster_exec(
     timeout: Annotated[float, typer.Option(help="Seconds to wait for each node.", min=0.1, max=86_400)] = 60.0,
 ) -> None:
     """Run a command on all nodes; identical outputs are printed once with their nodes (like clush -b)."""
-    from clusterbench.launch.remote import fold, run_everywhere
     from clusterbench.launch.hosts import Inventory
+    from clusterbench.launch.remote import fold, run_everywhere
 
     inv = resolve_hosts(hosts)
     answers = run_everywhere(inv.names, " ".join(command), timeout)

@@ -1,8 +1,11 @@
-"""`clusterbench system`: what this node (or a saved topology) is, and its Rpeak."""
+"""`clusterbench system`: what this node (or a saved topology) is, and its Rpeak; `system settings`,
+the OS/network/MPI keys a campaign may change; `system restore`, which puts back what a crashed
+run left changed."""
 
 from __future__ import annotations
 
 import json
+import os
 from typing import Annotated
 
 import typer
@@ -13,6 +16,10 @@ from clusterbench.bench.params import MAX_COUNT
 from clusterbench.cli.app import app, console
 from clusterbench.units import format_bytes
 
+system_app = typer.Typer(help="This node: topology, MPI, Rpeak (no subcommand); the settings a campaign may "
+                              "change (settings); restoring them after a crash (restore).")
+app.add_typer(system_app, name="system")
+
 
 def positive(value: float | None, name: str) -> float | None:
     from clusterbench.errors import UserInputError
@@ -22,8 +29,9 @@ def positive(value: float | None, name: str) -> float | None:
     return value
 
 
-@app.command()
+@system_app.callback(invoke_without_command=True)
 def system(
+    ctx: typer.Context,
     from_file: Annotated[str | None, typer.Option(
         "--from", help="Read a saved topology instead of this machine: hwloc XML, hwloc synthetic "
                        "string, lscpu -J, lscpu -p or plain lscpu output.")] = None,
@@ -36,6 +44,8 @@ def system(
     = 1,
 ) -> None:
     """Discover CPU, NUMA, caches, memory, MPI, BLAS and which benchmarks can run; derive Rpeak."""
+    if ctx.invoked_subcommand is not None:
+        return
     from clusterbench.system.discover import discover, system_from_file
 
     positive(flops_per_cycle, "--flops-per-cycle")
@@ -117,3 +127,63 @@ def _cpus(cpus: list[int]) -> str:
     from clusterbench.system.topology import compress_cpulist
 
     return compress_cpulist(cpus)
+
+
+@system_app.command("settings")
+def settings_list() -> None:
+    """The OS, network and MPI settings a campaign's system: section may change (the allow-list)."""
+    from clusterbench.system.settings import ALLOWED
+
+    table = Table(title="Settings a campaign may change (docs/settings.md)", title_justify="left")
+    table.add_column("key", no_wrap=True)
+    for column in ("scope", "root?", "values", "description"):
+        table.add_column(column, overflow="fold")
+    for t in ALLOWED.values():
+        table.add_row(escape(t.key), t.scope, "yes" if t.needs_root else "no", escape(t.allowed),
+                      escape(t.description))
+    console.print(table)
+
+
+@system_app.command("check")
+def check(
+    assignments: Annotated[list[str], typer.Argument(
+        metavar="KEY=VALUE...", help="Settings as in a campaign's system: section, flattened: mtu=9000 "
+                                     "rto_min=5ms sysctl.net.ipv4.tcp_sack=0 mca.btl_tcp_eager_limit=131072")],
+    host: Annotated[list[str] | None, typer.Option(
+        "--host", help="A host to check (repeatable; default: this machine). Reached over ssh unless local.")] = None,
+) -> None:
+    """Check, without changing anything, that the hosts can take these settings (exit 2 if not)."""
+    from clusterbench.cli.app import parse_assignments
+    from clusterbench.execution.settings import preflight
+
+    hosts = host or ["localhost"]
+    settings = parse_assignments(assignments, option="KEY=VALUE", example="mtu=9000")
+    preflight(hosts, [settings], hosts)
+    console.print(f"{len(settings)} setting(s) can be applied on {escape(', '.join(hosts))}", highlight=False)
+
+
+@system_app.command("restore")
+def restore(
+    db: Annotated[str | None, typer.Option(
+        "--db", help="Results database whose settings journal to restore (default: $CLUSTERBENCH_DB or "
+                     "$XDG_DATA_HOME/clusterbench/results.db).")] = None,
+) -> None:
+    """Put back the system settings a crashed or killed run left changed (the journal beside the results database).
+
+    Exit 0 when nothing is pending or all is restored, 1 if a host could not be restored."""
+    from clusterbench.errors import EnvironmentProblem
+    from clusterbench.execution.settings import journal_dir_for, pending_journals, restore_pending
+    from clusterbench.store.db import default_db_path
+
+    if db:
+        os.environ["CLUSTERBENCH_DB"] = db
+    folder = journal_dir_for(default_db_path())
+    if not pending_journals(folder):
+        console.print(f"nothing to restore (no journal in {escape(str(folder))})", highlight=False)
+        return
+    for message in restore_pending(folder):
+        console.print(escape(message), highlight=False)
+    left = pending_journals(folder)
+    if left:
+        raise EnvironmentProblem(f"{len(left)} settings journal(s) could not be fully restored",
+                                 where=str(folder), hint="see the lines above; run this again once the hosts answer")

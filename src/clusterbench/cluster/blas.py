@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 import shlex
 
-from clusterbench.launch.remote import Answer, run_everywhere
 from clusterbench.errors import UserInputError
+from clusterbench.launch.remote import Answer, run_everywhere
 
 SHOW = ("for f in /etc/alternatives/libblas.so.3*; do [ -e \"$f\" ] && "
         "echo \"$(basename \"$f\") $(readlink \"$f\")\"; done")

@@ -49,7 +49,9 @@ def run_on(host: str, command: str, timeout_s: float = 30.0) -> Answer:
     argv = ["bash", "-c", command] if is_local(host) else [*ssh_command(host, int(min(timeout_s, 10))), command]
     try:
         out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
-                             stdin=subprocess.DEVNULL, check=False)
+                             stdin=subprocess.DEVNULL, check=False,
+                             start_new_session=True)  # a terminal's Ctrl-C stops clusterbench, which then
+        # still needs these connections: to put back the settings it changed on the nodes
     except subprocess.TimeoutExpired:
         return Answer(host, SSH_UNREACHABLE, "", f"no answer within {timeout_s:.0f} s")
     except OSError as exc:
