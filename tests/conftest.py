@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -70,3 +72,44 @@ def cli_json(*args: str, **kw):
     out = cli(*args, **kw)
     assert out.returncode == 0, out.stderr + out.stdout
     return json.loads(out.stdout)
+
+
+# ---------------------------------------------------------------- the virtual cluster (scripts/virtual-cluster)
+
+SCRIPT = ROOT / "scripts" / "virtual-cluster"
+STATE = Path("/run/clusterbench-vc/cbvc")
+NODES = 3
+
+def vc(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    out = subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=120)
+    if check:
+        assert out.returncode == 0, out.stdout + out.stderr
+    return out
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    """The virtual cluster's nodes and Slurm configuration."""
+    if os.geteuid() != 0 or not shutil.which("slurmctld") or not shutil.which("sshd"):
+        pytest.skip("the virtual cluster needs root, slurm-wlm and openssh-server (make setup as root)")
+    ours = False
+    if not (STATE / "size").exists():
+        vc("up", str(NODES))
+        ours = True
+    size = int((STATE / "size").read_text())
+    assert size >= 3, "the tests need a virtual cluster of 3 or more nodes: scripts/virtual-cluster up 3"
+    yield {"size": size, "slurm_conf": str(STATE / "slurm" / "slurm.conf")}
+    if ours:
+        vc("down")
+
+
+@pytest.fixture
+def shared_db(monkeypatch, cluster):
+    """A store on the filesystem the nodes share (their /tmp is their own, as on a real cluster)."""
+    folder = Path("/var/tmp") / f"clusterbench-test-{uuid.uuid4().hex[:8]}"
+    folder.mkdir(parents=True)
+    db = folder / "results.db"
+    monkeypatch.setenv("CLUSTERBENCH_DB", str(db))
+    monkeypatch.setenv("SLURM_CONF", cluster["slurm_conf"])
+    yield db
+    shutil.rmtree(folder, ignore_errors=True)

@@ -159,7 +159,8 @@ def test_formats_are_tried_by_priority(tmp_path, isolated_db):
         assert registry.output_formats()[0].kind == "hpl-shadow"
     finally:
         registry.BENCHMARKS.pop("shadow", None)
-    assert [f.kind for f in registry.output_formats()] == ["hpcc", "hpcg", "hpcg-log", "hpl", "imb", "osu", "lulesh", "stream"]
+    assert [f.kind for f in registry.output_formats()] == ["hpcc", "hpcg", "hpcg-log", "hpl", "imb", "osu", "lulesh",
+                                                           "stream"]
 
 
 def test_builtin_declarations_are_what_the_parsers_store(isolated_db):

@@ -182,3 +182,17 @@ def test_energy_section_takes_the_measured_power_of_the_best_run():
     assert summary["power during HPL (W)"][2] == "measured during the run (rapl)"
     green = section.tables[-1]
     assert [row[0] for row in green.rows] == [169, 170, 171]
+
+
+def test_a_report_over_hpl_runs_without_any_metric_lists_them(isolated_db):
+    """A failed HPL run stores no metric: the HPL section must still say so, not stop the report."""
+    from clusterbench.analysis.select import Selection
+    from clusterbench.report.build import build
+    from clusterbench.report.model import Options
+
+    with Store(isolated_db) as store:
+        store.begin_run(RunRecord("hpl-failed", "hpl", {"n": 1000, "nb": 64}))
+        store.finish_run("hpl-failed", "failed", False, "exit code 1: mpirun was killed", 1, 2.0, [])
+        report = build(store, Selection(), Options())
+    (hpl,) = [s for s in report.sections if s.slug == "hpl"]
+    assert any("hpl-failed" in str(row) for table in hpl.tables for row in table.rows)

@@ -17,54 +17,14 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
-from tests.conftest import ROOT, cli, query
+from tests.conftest import cli, query, vc
 
 from clusterbench.pinning.strategies import expressible
 
-SCRIPT = ROOT / "scripts" / "virtual-cluster"
-STATE = Path("/run/clusterbench-vc/cbvc")
-NODES = 3
-
 pytestmark = pytest.mark.cluster
-
-
-def vc(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    out = subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=120)
-    if check:
-        assert out.returncode == 0, out.stdout + out.stderr
-    return out
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    """The virtual cluster's nodes and Slurm configuration."""
-    if os.geteuid() != 0 or not shutil.which("slurmctld") or not shutil.which("sshd"):
-        pytest.skip("the virtual cluster needs root, slurm-wlm and openssh-server (make setup as root)")
-    ours = False
-    if not (STATE / "size").exists():
-        vc("up", str(NODES))
-        ours = True
-    size = int((STATE / "size").read_text())
-    assert size >= 3, "the tests need a virtual cluster of 3 or more nodes: scripts/virtual-cluster up 3"
-    yield {"size": size, "slurm_conf": str(STATE / "slurm" / "slurm.conf")}
-    if ours:
-        vc("down")
-
-
-@pytest.fixture
-def shared_db(monkeypatch, cluster):
-    """A store on the filesystem the nodes share (their /tmp is their own, as on a real cluster)."""
-    folder = Path("/var/tmp") / f"clusterbench-test-{uuid.uuid4().hex[:8]}"
-    folder.mkdir(parents=True)
-    db = folder / "results.db"
-    monkeypatch.setenv("CLUSTERBENCH_DB", str(db))
-    monkeypatch.setenv("SLURM_CONF", cluster["slurm_conf"])
-    yield db
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def write(path: Path, text: str) -> Path:

@@ -67,6 +67,64 @@ def placement(row: sqlite3.Row) -> tuple[str, list[str]]:
     return str(pinning.get("verdict", "-")), [str(p) for p in pinning.get("problems") or []]
 
 
+_VIRTUAL_DRIVERS = ("bridge", "veth", "ifb", "tun", "dummy", "vxlan", "macvlan")
+
+
+def state_lines(row: sqlite3.Row) -> list[str]:
+    """Each node's settings in one line: what a tuning study changes (preemption, THP, the MTU of
+    the interfaces the run's routes use, SACK, rto_min, the Open MPI TCP eager limit) and the
+    measured core clock. `clusterbench diff` shows everything."""
+    from clusterbench.system.state import flatten
+
+    try:
+        facts = json.loads(row["facts"] or "{}")
+    except (ValueError, IndexError, KeyError):
+        return []
+    lines = []
+    for host, node in (facts.get("state") or {}).items():
+        if not isinstance(node, dict) or "error" in node:
+            lines.append(f"{host}: state not read ({node.get('error') if isinstance(node, dict) else node})")
+            continue
+        flat = flatten(node)
+        devs = sorted({v for k, v in flat.items() if k.startswith("route.") and k.endswith(".dev") and v != "lo"})
+        if not devs:  # a one-node run uses no route: its NICs, virtual ones (bridges, veths) only if nothing else
+            nics = sorted({k.split(".")[1] for k in flat if k.startswith("nic.") and k.endswith(".mtu")})
+            devs = [d for d in nics if flat.get(f"nic.{d}.driver") not in _VIRTUAL_DRIVERS] or nics
+        parts = [f"kernel {flat.get('kernel.release', '?')} (preempt {flat.get('kernel.preempt', '?')})",
+                 f"THP {flat.get('memory.thp_enabled', '?')}"]
+        governor = flat.get("cpu.governor")
+        if governor:
+            parts.append(f"governor {governor}")
+        parts += [f"{d} MTU {flat[f'nic.{d}.mtu']}" for d in devs if f"nic.{d}.mtu" in flat]
+        rto = sorted({v for k, v in flat.items() if k.startswith("route.") and k.endswith(".rto_min")} - {"default"})
+        parts.append(f"tcp_sack {flat.get('tcp.sack', '?')}, rto_min {', '.join(rto) or 'default'}")
+        eager = flat.get("mpi.openmpi.btl_tcp_eager_limit")
+        if eager:
+            parts.append(f"btl_tcp_eager_limit {eager}")
+        if "measured.clock.ghz" in flat:
+            parts.append(f"clock {flat['measured.clock.ghz']} GHz measured")
+        lines.append(f"{host}: " + "; ".join(parts))
+    return lines
+
+
+def activity_lines(row: sqlite3.Row) -> list[str]:
+    """What each node did during the run (system/activity.py's one-line summaries) and why the run
+    is flagged, if a node throttled; empty for a run that was not sampled."""
+    from clusterbench.system.activity import summary_line
+
+    try:
+        facts = json.loads(row["facts"] or "{}")
+    except (ValueError, IndexError, KeyError):
+        return []
+    lines = []
+    for host, summary in (facts.get("activity") or {}).items():
+        if isinstance(summary, dict):
+            lines.append(f"{host}: not sampled ({summary['error']})" if "error" in summary
+                         else summary_line(host, summary))
+    lines += [f"THROTTLED: {reason}" for reason in facts.get("throttled") or []]
+    return lines
+
+
 def headline(store: Store, run_id: str) -> str:
     """The figure a reader wants first: the best valid HPL Gflop/s, else the first metric."""
     ms = store.metrics(run_id)

@@ -32,7 +32,7 @@ class DryRun:
         return {"campaign": self.campaign, "runs": len(self.runs), "done": len(self.done),
                 "pending_estimate_s": self.pending_estimate_s, "runs_without_estimate": self.without_estimate,
                 "plan": [{"id": r.id, "block": r.block, "benchmark": r.benchmark, "repeat": r.repeat,
-                          "params": r.params, "env": r.env, "timeout_s": r.timeout_s,
+                          "params": r.recorded_params, "env": r.env, "timeout_s": r.timeout_s,
                           "estimate_s": r.estimate_s, "done": r.id in self.done} for r in self.runs]}
 
 

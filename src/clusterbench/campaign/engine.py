@@ -32,9 +32,10 @@ from pathlib import Path
 
 from clusterbench.bench.base import Benchmark
 from clusterbench.errors import EnvironmentProblem
-from clusterbench.execution.executor import RunResult, settle
+from clusterbench.execution.executor import RunResult, journal_dir, settle
 from clusterbench.execution.loop import Eta, Reporter, Spread, run_all
 from clusterbench.execution.request import PlannedRun
+from clusterbench.execution.settings import restore_pending
 from clusterbench.execution.slurm_jobs import settle_job
 from clusterbench.launch.site import LOCAL, Site
 from clusterbench.store.db import Store
@@ -205,6 +206,7 @@ def run_campaign(store: Store, runs: list[PlannedRun], system_id: str | None, re
 def _run_campaign(store: Store, runs: list[PlannedRun], system_id: str | None, reporter: Reporter,
                   spread_s: float | None, retry_failed: bool, site: Site) -> CampaignOutcome:
     settled = settle_unfinished(store, runs)
+    settled += [f"system settings: {note}" for note in restore_pending(journal_dir(store))]  # a crashed run's
     notice = getattr(reporter, "notice", None)  # optional: tell the user what resuming found
     for note in settled:
         if notice:

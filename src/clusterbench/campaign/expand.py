@@ -25,12 +25,14 @@ from clusterbench.bench.params import Param
 from clusterbench.bench.registry import benchmark_class
 from clusterbench.campaign.spec import BenchmarkBlock, Campaign, CampaignError, CampaignSource, Location
 from clusterbench.errors import UserInputError
-from clusterbench.execution.request import PlannedRun
+from clusterbench.execution.request import SETTING_PREFIX, PlannedRun
 from clusterbench.limits import exceeded, limit
 from clusterbench.plan.expr import Expression, substitute
 from clusterbench.plan.ranges import is_range, parse_int_values
 from clusterbench.system.discover import SystemInfo
+from clusterbench.system.settings import mpi_env, validate
 
+SETTING_GROUPS = ("sysctl", "mca", "cvar", "coalesce")  # `system:` keys that hold a mapping of settings
 _CANONICAL = json.JSONEncoder(sort_keys=True, default=str)  # built once: ids are made 100,000s of times
 
 
@@ -111,6 +113,8 @@ def _expand_block(campaign: Campaign, block: BenchmarkBlock, loc: Location,
                                 hint=f"{block.benchmark} parameters: " + ", ".join(declared))
 
     axes = {name: _space_values(ctx, name, raw) for name, raw in block.space.items()}
+    fixed_settings, setting_axes = _settings(ctx, campaign, block)
+    axes |= setting_axes
     literal, derived = _split_params(ctx, block.params)
     if campaign.cluster.mpi and "mpi" in declared and "mpi" not in block.params and "mpi" not in axes:
         literal["mpi"] = campaign.cluster.mpi  # the campaign's MPI, unless the block chooses
@@ -132,7 +136,9 @@ def _expand_block(campaign: Campaign, block: BenchmarkBlock, loc: Location,
     timeout = block.timeout_s or campaign.timeout_s
     tags = campaign.tags | block.tags
     for combo in combos:
-        point = literal | combo
+        point = literal | {k: v for k, v in combo.items() if not k.startswith(SETTING_PREFIX)}
+        settings = fixed_settings | {k[len(SETTING_PREFIX):]: v for k, v in combo.items()
+                                     if k.startswith(SETTING_PREFIX)}
         for name in order:
             point[name] = _derive(ctx, name, derived[name], base_scope | point, system)
         point = check(point)
@@ -146,19 +152,68 @@ def _expand_block(campaign: Campaign, block: BenchmarkBlock, loc: Location,
         if where and not _holds(ctx, where, scope):
             continue
         env = {key: _substitute(ctx, value, scope, key) for key, value in env_spec.items()}
+        if settings:
+            env |= mpi_env(settings)
         estimate = cls.estimate_s(point, system)
         if len(runs) + repeats > limit("max_runs"):
             raise ctx.error(exceeded("max_runs", f"more than {limit('max_runs')}", "runs of this block").message,
                             "space" if axes else "repeats",
                             hint="narrow the space, or raise the limit: clusterbench --limit max_runs=N ...")
+        identity = point | {f"{SETTING_PREFIX}{k}": v for k, v in settings.items()}
         for r in range(repeats):
-            runs.append(PlannedRun(run_id(campaign.name, block.benchmark, point, env, r, where_key), campaign.name,
+            runs.append(PlannedRun(run_id(campaign.name, block.benchmark, identity, env, r, where_key), campaign.name,
                                    block.label, block.benchmark, point, r, env, timeout,
-                                   tags, estimate))
+                                   tags, estimate, settings))
     if not runs:
         raise ctx.error(f"the constraints remove all {_space_size(ctx, axes)} point(s): nothing would run",
                         "where", hint="check the where: expressions against the values in space:")
     return runs
+
+
+def _settings(ctx: _Block, campaign: Campaign, block: BenchmarkBlock) -> tuple[dict[str, str], dict[str, list]]:
+    """The `system:` settings of a block (over the campaign's): the fixed ones, normalised, and the
+    swept ones as axes named `system.<key>`. Each value is checked against the allow-list where it
+    is written, so a bad one is refused with its line before anything runs."""
+    if not (campaign.system or block.system):
+        return {}, {}
+    fixed: dict[str, str] = {}
+    axes: dict[str, list] = {}
+    for loc, section in ((("system",), campaign.system), ((*ctx.loc, "system"), block.system)):
+        for key, raw in _flat_settings(ctx, loc, section):
+            where = (*loc, *key.split(".", 1)) if key.split(".", 1)[0] in SETTING_GROUPS else (*loc, key)
+            values = raw if isinstance(raw, list) else [raw]
+            if not values or len(values) > limit("max_points"):
+                raise CampaignError(f"{key}: a swept setting needs 1 to {limit('max_points')} values", ctx.source,
+                                    where)
+            checked = []
+            for value in values:
+                if isinstance(value, dict | list) or value is None:
+                    raise CampaignError(f"{key}: a setting's value is a plain value or a list of them", ctx.source,
+                                        where)
+                try:
+                    checked.append(validate({key: value})[key])
+                except ValueError as exc:
+                    raise CampaignError(str(exc), ctx.source, where, hint="see `clusterbench system settings` "
+                                        "for the settings that can be changed and their values") from None
+            fixed.pop(key, None)
+            axes.pop(f"{SETTING_PREFIX}{key}", None)  # the block's value replaces the campaign's
+            if isinstance(raw, list):
+                axes[f"{SETTING_PREFIX}{key}"] = checked
+            else:
+                fixed[key] = checked[0]
+    return fixed, axes
+
+
+def _flat_settings(ctx: _Block, loc: Location, section: dict) -> Iterator[tuple[str, Any]]:
+    """`sysctl: {net.ipv4.tcp_sack: 0}` -> ('sysctl.net.ipv4.tcp_sack', 0); plain keys as they are."""
+    for key, value in section.items():
+        if key in SETTING_GROUPS:
+            if not isinstance(value, dict):
+                raise CampaignError(f"{key} takes a mapping, e.g. {key}: {{name: value}}", ctx.source, (*loc, key))
+            for sub, inner in value.items():
+                yield f"{key}.{sub}", inner
+        else:
+            yield str(key), value
 
 
 def _space_values(ctx: _Block, name: str, raw: Any) -> list:

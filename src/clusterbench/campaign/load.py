@@ -11,6 +11,7 @@ here too (`preflight_target`); running it, with its progress on the terminal, is
 
 from __future__ import annotations
 
+import json
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,11 +23,13 @@ from clusterbench.campaign.where import site_from_section, system_from_facts
 from clusterbench.cluster.facts import gather
 from clusterbench.errors import UserInputError
 from clusterbench.execution.request import PlannedRun
+from clusterbench.execution.settings import preflight as settings_preflight
 from clusterbench.launch.hosts import Inventory
 from clusterbench.launch.site import Site
 from clusterbench.pinning.strategies import launcher_options
 from clusterbench.store.db import Store, default_db_path
 from clusterbench.system.discover import SystemInfo, discover
+from clusterbench.system.settings import machine_keys
 
 
 @dataclass
@@ -58,6 +61,7 @@ def load_runs(path: Path, lock: ExitStack | None = None) -> LoadedCampaign:
     runs = expand(campaign, source, system)
     _check_node_counts(runs, site, source)
     _check_pinning(runs, site, source)
+    _check_settings(campaign, runs, site, source)
     return LoadedCampaign(Path(path), campaign, source, runs, system, site)
 
 
@@ -84,6 +88,25 @@ def _check_pinning(runs: list[PlannedRun], site: Site, source: CampaignSource) -
             launcher_options(name, site.launcher_kind(run.params.get("mpi")), 1, 1, site.strategies)
         except UserInputError as exc:
             raise CampaignError(f"block {run.block!r}: {exc.message}", source, ("benchmarks",), hint=exc.hint) from None
+
+
+def _check_settings(campaign: Campaign, runs: list[PlannedRun], site: Site, source: CampaignSource) -> None:
+    """Every distinct set of `system:` settings can be applied on the nodes (the key exists there,
+    root where the kernel needs it), asked in one round trip before anything runs: exit code 2."""
+    wanted = list({json.dumps(w, sort_keys=True): w for w in (r.settings for r in runs) if machine_keys(w)}.values())
+    if not wanted:
+        return
+    first = next((i for i, b in enumerate(campaign.benchmarks) if b.system), None)
+    loc = ("system",) if campaign.system or first is None else ("benchmarks", first, "system")
+    if site.slurm:
+        raise CampaignError("system settings are applied over ssh on the run's nodes, which a Slurm site does not "
+                            "name before its jobs start", source, loc,
+                            hint="use launcher: mpirun with the allocation's hosts (hosts: slurm) for a tuning study")
+    hosts = site.inventory.names if site.inventory else ["localhost"]
+    try:
+        settings_preflight(hosts, wanted, hosts)
+    except UserInputError as exc:
+        raise CampaignError(exc.message, source, loc, hint=exc.hint) from None
 
 
 @dataclass(frozen=True)

@@ -114,6 +114,13 @@ def _checked_name(name: str | None) -> str | None:
 
 
 Env = Annotated[dict[str, Scalar], AfterValidator(_checked_env)]
+# `system:` settings (docs/settings.md): a key -> a value or a list (swept), or for sysctl/mca/cvar/
+# coalesce a mapping of such. The values are checked against the allow-list when the campaign expands.
+SystemSettings = Annotated[dict[str, Any], WithJsonSchema({"type": "object", "description": (
+    "OS, network and MPI settings applied on the run's nodes before each run and restored after: "
+    "mtu, rto_min, governor, thp, rps, interface, sysctl: {...}, coalesce: {...}, mca: {...}, cvar: {...}; "
+    "a list sweeps a value")})]
+_SYSTEM_HELP = "settings applied on every node of a run and restored after (docs/settings.md)"
 Name = Annotated[str, AfterValidator(_checked_name)]
 
 
@@ -141,6 +148,7 @@ class BenchmarkBlock(_Timed):
     where: list[str] = Field(default_factory=list, description="constraints, e.g. 'p <= q'")
     repeats: int | None = Field(None, ge=1, description="runs per point (default: the campaign's, else 1)")
     env: Env = Field(default_factory=dict, description="environment; '{name}' is replaced")
+    system: SystemSettings = Field(default_factory=dict, description=_SYSTEM_HELP)
     tags: dict[str, Scalar] = Field(default_factory=dict)
 
     @field_validator("where", mode="before")
@@ -240,6 +248,7 @@ class Campaign(_Timed):
     tags: dict[str, Scalar] = Field(default_factory=dict, description="stored with every run")
     repeats: int = Field(1, ge=1, description="default runs per point")
     env: Env = Field(default_factory=dict, description="environment for every run")
+    system: SystemSettings = Field(default_factory=dict, description=_SYSTEM_HELP + " (every block)")
     cluster: ClusterSection = Field(default_factory=ClusterSection, description="where the runs go")
     benchmarks: list[BenchmarkBlock] = Field(min_length=1)
 

@@ -13,6 +13,7 @@ from clusterbench.cli import (  # noqa: F401  (registers)
     campaign_cmd,
     cluster_cmd,
     db_cmd,
+    diff_cmd,
     import_cmd,
     pin_cmd,
     plan_cmd,

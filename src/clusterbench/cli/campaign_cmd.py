@@ -69,7 +69,7 @@ def plan_campaign(path: Path, as_json: bool) -> None:
     for col in ("#", "run id", "block", "rep", "parameters", "est.", "state"):
         table.add_column(col, overflow="fold")
     for i, r in enumerate(runs, 1):
-        table.add_row(str(i), r.id, r.block, str(r.repeat), escape(_key_params(r.params)), _fmt(r.estimate_s),
+        table.add_row(str(i), r.id, r.block, str(r.repeat), escape(_key_params(r.recorded_params)), _fmt(r.estimate_s),
                       "[green]stored[/]" if r.id in done else "pending")
     console.print(table)
     unknown = plan.without_estimate
@@ -97,7 +97,7 @@ class ProgressReporter:
         self.eta_text = f"ETA {_fmt(eta.seconds())}"
 
     def run_started(self, run) -> None:
-        label = f"{run.block} r{run.repeat}: {escape(_key_params(run.params))}"
+        label = f"{run.block} r{run.repeat}: {escape(_key_params(run.recorded_params))}"
         self.progress.update(self.task, description=label[:70], eta=self.eta_text)
 
     def tick(self, run, elapsed, detail) -> None:

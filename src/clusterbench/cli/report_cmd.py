@@ -111,6 +111,7 @@ def compare(
         if as_json:
             print(json.dumps([asdict(r) for r in rows], indent=2))
         else:
+            _print_sides(store, rows)
             console.print(_compare_table(section.title, rows))
         if out:
             from clusterbench.report.build import comparison_report
@@ -120,6 +121,28 @@ def compare(
             label = f"{a.describe()} vs {b.describe()}"
             paths = write(comparison_report(store, section, ids, f"Comparison: {label}", label), out)
             console.print(f"HTML: {escape(str(paths['html']))}\nMarkdown: {escape(str(paths['markdown']))}")
+
+
+MAX_SIDE_DIFFERENCES = 40
+
+
+def _print_sides(store, rows) -> None:
+    """What the runs of each side share and the other side does not: the settings, parameters and
+    nodes the verdicts below are about."""
+    from clusterbench.analysis.diff import sides_differ
+    from clusterbench.cli.diff_cmd import differences_table
+
+    a_runs = sorted({i for r in rows for i in r.a_runs})
+    b_runs = sorted({i for r in rows for i in r.b_runs})
+    found = sides_differ(store, a_runs, b_runs)
+    if not found:
+        console.print("baseline and candidate runs differ in nothing recorded (beyond what varies within a side)")
+        return
+    shown = found[:MAX_SIDE_DIFFERENCES]
+    title = "What differs between the sides (values every run of a side shares)"
+    if len(found) > len(shown):
+        title += f"; first {len(shown)} of {len(found)}"
+    console.print(differences_table(title, shown, "baseline", "candidate"))
 
 
 def _compare_table(title: str, rows) -> Table:

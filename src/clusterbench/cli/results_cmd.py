@@ -136,7 +136,7 @@ def _print_runs(store, rows) -> None:
 
 
 def _show_run(store, run_id: str, fmt: Format) -> None:
-    from clusterbench.analysis.listing import as_bool, placement, run_details
+    from clusterbench.analysis.listing import activity_lines, as_bool, placement, run_details, state_lines
 
     run = run_details(store, run_id)
     r, data = run.row, run.to_dict()
@@ -150,6 +150,11 @@ def _show_run(store, run_id: str, fmt: Format) -> None:
     if verdict != "-":
         style = "bold red" if verdict == "mismatch" else "green" if verdict == "match" else "yellow"
         console.print(f"placement: [{style}]{escape(verdict)}[/]" + "".join(f"\n  {escape(p)}" for p in problems))
+    for line in state_lines(r):
+        console.print(f"state: {escape(line)}")
+    for line in activity_lines(r):
+        style = "bold red" if line.startswith("THROTTLED") else None
+        console.print(f"nodes: {escape(line)}", style=style)
     console.print(f"command: {escape(r['command'] or '')}")
     console.print(f"workdir: {escape(r['workdir'] or '')}")
     table = Table("metric", "value", "unit", "labels", "valid")

@@ -22,15 +22,17 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 from pathlib import Path
 
 from clusterbench.bench.base import Benchmark
 from clusterbench.bench.metrics import Metric, Outcome
 from clusterbench.build import registry
 from clusterbench.errors import EnvironmentProblem
-from clusterbench.execution import placement
+from clusterbench.execution import observe, placement, settings
 from clusterbench.execution.request import PlannedRun
 from clusterbench.launch import libtrace, supervise
 from clusterbench.launch.process import ProcessResult, run_process
@@ -38,6 +40,7 @@ from clusterbench.launch.site import LOCAL, Site
 from clusterbench.launch.spec import Launch
 from clusterbench.store.db import RunRecord, Store, relevant_env
 from clusterbench.system import power
+from clusterbench.system.settings import machine_keys
 
 FINISHED_STATUSES = ("ok", "invalid", "failed", "timeout")
 MIN_FREE_BYTES = 1 << 20  # a file system with less than this left is full: no run starts or is trusted there
@@ -85,6 +88,7 @@ class RunRequest:
     params: dict | None = None
     env: dict[str, str] = field(default_factory=dict)
     system_id: str | None = None
+    settings: dict[str, str] = field(default_factory=dict)  # `system:` settings applied around the run
 
     @classmethod
     def planned(cls, run: PlannedRun, bench: Benchmark, where: Site = LOCAL, system_id: str | None = None,
@@ -93,7 +97,7 @@ class RunRequest:
         (`bench`, `run`) belongs to no campaign and gets a fresh time-ordered id."""
         return cls(bench, new_run_id(run.benchmark) if one_off else run.id, where, run.timeout_s,
                    run.tags | {"block": run.block} if tags is None else tags, None if one_off else run.campaign,
-                   run.repeat, run.params, run.env, system_id)
+                   run.repeat, run.recorded_params, run.env, system_id, settings=run.settings)
 
 
 @dataclass
@@ -173,31 +177,77 @@ def interrupted(store: Store, run: Started, reason: str = "interrupted by the us
 
 def execute(store: Store, request: RunRequest,
             tick: Callable[[float, str | None], None] | None = None) -> RunResult:
-    """Run one request here (or through mpirun/srun from here), wait for it, and store it."""
-    run = start(store, request)
+    """Run one request here (or through mpirun/srun from here), wait for it, and store it.
 
+    Its `system:` settings are applied on its nodes first and restored after, whatever happens
+    (execution/settings.py journals the original values on disk before changing any). The nodes'
+    state is read just before the command starts, and samplers watch them while it runs."""
+    run = start(store, request)
+    hosts = observe.run_hosts(run.site, run.launch)
+    with ExitStack() as restore_after:
+        if machine_keys(request.settings):
+            try:
+                restore_after.enter_context(settings.applied_settings(journal_dir(store), hosts, request.settings,
+                                                                      hosts))
+            except BaseException as exc:
+                interrupted(store, run, f"system settings not applied: {getattr(exc, 'message', exc)}")
+                raise
+        return _execute(store, request, run, hosts, tick)
+
+
+def _execute(store: Store, request: RunRequest, run: Started, hosts: list[str],
+             tick: Callable[[float, str | None], None] | None) -> RunResult:
     def on_tick(elapsed: float) -> None:
         if tick:
             tick(elapsed, run.bench.progress(run.workdir))
 
+    watching = observe.enabled()
+    node_state, samplers = None, None
     power_meter = power.meter()
-    try:
+    try:  # from here on, an interrupt (Ctrl-C, SIGTERM) marks the run interrupted
+        if watching:
+            node_state = observe.collect_state(hosts, run.env, clock_binary())
+            samplers = observe.Samplers(hosts, run.workdir, max_seconds=request.timeout_s)
+            samplers.start()
         if power_meter:
             power_meter.start()
         proc = run_process(run.command, run.workdir, run.env, request.timeout_s, on_tick,
                            record=run.workdir / supervise.RECORD)
     except BaseException as exc:
+        if samplers:
+            samplers.stop()
         if disk_full(exc):
             raise _disk_full(store, run.id, run.workdir, exc, "while starting its command") from None
         interrupted(store, run)
         raise
     reading = power_meter.stop() if power_meter else None
-    return finish(store, run, proc, request.timeout_s, power_reading=reading)
+    observed = samplers.stop() if samplers else observe.Observed()
+    if node_state is not None:
+        observed.facts["state"] = node_state
+    return finish(store, run, proc, request.timeout_s, power_reading=reading, observed=observed)
+
+
+def journal_dir(store: Store) -> Path:
+    """Where the original values of changed system settings wait until they are put back."""
+    return settings.journal_dir_for(store.path)
+
+
+@lru_cache(maxsize=1)
+def clock_binary() -> str | None:
+    """The core-clock kernel the state script runs on each node (built once, in the cache the
+    nodes share); None where it cannot be built: the state is then read without a clock."""
+    from clusterbench.errors import UserInputError
+    from clusterbench.native.build import clock_binary as build_clock
+
+    try:
+        return str(build_clock())
+    except (UserInputError, OSError):  # no compiler (MissingToolError), a failed build (BuildError)
+        return None
 
 
 def finish(store: Store, run: Started, proc: ProcessResult, timeout_s: float | None,
            nodes: str | None = None, launcher: dict | None = None,
-           power_reading: power.PowerReading | None = None) -> RunResult:
+           power_reading: power.PowerReading | None = None, observed: observe.Observed | None = None) -> RunResult:
     """Parse the outputs, decide the status and store everything in one transaction. On a full
     disk the run is marked interrupted (its outputs may be cut short) and `DiskFull` raised."""
     if free_bytes(run.workdir) < MIN_FREE_BYTES:
@@ -215,6 +265,8 @@ def finish(store: Store, run: Started, proc: ProcessResult, timeout_s: float | N
         outcome.check_values()  # any benchmark's inf/nan (command, kernels): invalid, never stored as a value
         if bench.uses_blas:
             _check_blas(bench, libtrace.collect(workdir), outcome)
+        if observed:  # the nodes' state and activity: facts beside the benchmark's own
+            outcome.facts |= observed.facts
         placed = placement.verdict(run.site, run.launch, workdir, run.env)
         if placed:  # where the ranks really ran; a mismatch is flagged, the benchmark's verdict stands
             outcome.facts["pinning"] = placed
@@ -231,8 +283,9 @@ def finish(store: Store, run: Started, proc: ProcessResult, timeout_s: float | N
         if status in ("timeout", "failed"):  # partial output of a broken run is never a result
             for m in outcome.metrics:
                 m.valid = False
+        artifacts = run.artifacts + (observed.artifacts if observed else [])
         store.finish_run(run.id, status, outcome.valid, reason if not outcome.valid else None,
-                         proc.exit_code, proc.duration_s, outcome.metrics, run.artifacts, outcome.facts,
+                         proc.exit_code, proc.duration_s, outcome.metrics, artifacts, outcome.facts,
                          nodes=nodes, launcher=launcher)
     except Exception as exc:
         if disk_full(exc):

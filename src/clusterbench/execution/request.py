@@ -1,5 +1,6 @@
 """A run to make, described by value: which benchmark at which resolved point, its id, repeat,
-environment, limits and tags. Campaigns, `bench` and `run` all produce these; the executor and
+environment, limits, tags and
+the system settings to apply around it. Campaigns, `bench` and `run` all produce these; the executor and
 its run loop take nothing else (plus where the run goes, launch/site.Site)."""
 
 from __future__ import annotations
@@ -8,6 +9,8 @@ from dataclasses import dataclass, field
 
 from clusterbench.bench.base import Benchmark
 from clusterbench.bench.registry import benchmark_class
+
+SETTING_PREFIX = "system."
 
 
 @dataclass(slots=True)
@@ -22,6 +25,13 @@ class PlannedRun:
     timeout_s: float | None = None
     tags: dict = field(default_factory=dict)
     estimate_s: float | None = None
+    settings: dict[str, str] = field(default_factory=dict)  # `system:` settings (docs/settings.md), normalised
+
+    @property
+    def recorded_params(self) -> dict:
+        """The point as stored: the benchmark's parameters and the settings, as `system.<key>`, so
+        that reports, selections and `diff` see a swept MTU like any other parameter."""
+        return self.params | {f"{SETTING_PREFIX}{k}": v for k, v in self.settings.items()}
 
     def bench_class(self) -> type[Benchmark]:
         return benchmark_class(self.benchmark)

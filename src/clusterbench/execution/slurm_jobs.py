@@ -3,7 +3,8 @@
 Each run becomes one batch job (its script kept in the run directory as job.sbatch). Up to
 `max_queued` jobs wait in the queue at once so the scheduler can fill the nodes; the queue is
 polled every `poll_s` seconds with squeue, and a job that left it is read with scontrol/sacct
-(state, exit code, elapsed time, nodes) and its run parsed and stored. Ctrl-C or SIGTERM
+(state, exit code, elapsed time, nodes) and its run parsed and stored. Inside the job, steps
+beside the run's own read every node's state and sample what the nodes do (observe.slurm_lines). Ctrl-C or SIGTERM
 cancels every job of the campaign still queued or running (scancel) and marks their runs
 interrupted, so the next `campaign run` submits them again and skips the finished ones.
 
@@ -21,7 +22,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from clusterbench.execution.executor import RunRequest, RunResult, Started, finish, interrupted, start
+from clusterbench.execution import observe
+from clusterbench.execution.executor import RunRequest, RunResult, Started, clock_binary, finish, interrupted, start
 from clusterbench.execution.request import PlannedRun
 from clusterbench.launch import slurm
 from clusterbench.launch.process import ProcessResult
@@ -75,9 +77,12 @@ def _submit(store: Store, run: PlannedRun, system_id: str | None, site: Site) ->
     started = start(store, RunRequest.planned(run, bench, site, system_id))
     nodes = started.launch.nodes
     ranks = run.params.get("ranks") or 1
+    before, after = (observe.slurm_lines(started.workdir, started.env, clock_binary(), max_seconds=run.timeout_s)
+                     if observe.enabled() else ([], []))
     request = slurm.JobRequest(name=f"cb-{run.id}"[:120], workdir=started.workdir, command=started.command,
                                env=started.launch.env | run.env, nodes=nodes, tasks_per_node=-(-ranks // nodes),
-                               cpus_per_task=run.params.get("threads") or 1, timeout_s=run.timeout_s)
+                               cpus_per_task=run.params.get("threads") or 1, timeout_s=run.timeout_s,
+                               before=before, after=after)
     try:
         job = slurm.submit(request, site.slurm, started.env)
     except BaseException:
@@ -122,7 +127,8 @@ def _collect(store: Store, run: PlannedRun, started: Started, job: slurm.Submitt
     launcher = started.record.launcher | {
         "slurm_job": {"id": job.job_id, "state": final.state, "exit_code": final.exit_code,
                       "signal": final.signal, "elapsed_s": final.elapsed_s, "nodes": final.nodes}}
-    result = finish(store, started, proc, run.timeout_s, nodes=final.nodes, launcher=launcher)
+    result = finish(store, started, proc, run.timeout_s, nodes=final.nodes, launcher=launcher,
+                    observed=observe.read_slurm_files(started.workdir))
     if final.state not in ("COMPLETED", *TIMEOUT_STATES) and result.status == "failed":
         result.reason = f"Slurm job {job.job_id} ended {final.state}: {result.reason}"
     return result

@@ -13,7 +13,7 @@ import re
 import shlex
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusterbench.errors import MissingToolError, UserInputError
@@ -34,6 +34,8 @@ class JobRequest:
     tasks_per_node: int
     cpus_per_task: int
     timeout_s: float | None = None
+    before: list[str] = field(default_factory=list)  # shell lines (quoted by their maker) before the command
+    after: list[str] = field(default_factory=list)  # after it, whatever its exit (the job exits with the command's)
 
 
 @dataclass
@@ -93,7 +95,10 @@ def render_script(req: JobRequest, opts: SlurmOptions) -> str:
     lines.append("# written by clusterbench: one run, in its own directory")
     lines += [f"export {key}={shlex.quote(value)}" for key, value in sorted(req.env.items())]
     lines.append('echo "clusterbench: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST" >&2')
+    lines += req.before
     lines.append(shlex.join(req.command))
+    if req.after:
+        lines += ["cb_status=$?", *req.after, "exit $cb_status"]
     return "\n".join(lines) + "\n"
 
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from clusterbench.analysis.dataset import Dataset, load
 from clusterbench.analysis.select import Selection
 from clusterbench.errors import UserInputError
-from clusterbench.report import energy, hpcc, hpl, memory, network, pinning, system
+from clusterbench.report import activity, energy, hpcc, hpl, memory, network, pinning, system
 from clusterbench.report.model import Options, Report, Section, Table
 from clusterbench.store.db import Store
 
@@ -24,6 +24,8 @@ def build(store: Store, selection: Selection, options: Options, title: str | Non
         raise UserInputError(f"no stored runs match {selection.describe()!r}",
                              hint="list campaigns with `clusterbench campaign list`, runs with `clusterbench results`")
     sections = [s for s in (module.section(data, options) for module in SECTIONS) if s is not None]
+    if (sampled := activity.section(data, options, store)) is not None:  # needs the store: series are artifacts
+        sections.append(sampled)
     return Report(title or "clusterbench report", selection.describe(),
                   datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), str(store.path), sections + (extra or []),
                   runs_table(data))

@@ -44,7 +44,7 @@ def section(data: Dataset, options: Options) -> Section | None:
     hpl_runs = data.runs_of(*benchmarks)
     if rows.empty and not hpl_runs:
         return None
-    valid = rows[rows["valid"]]
+    valid = rows[rows["valid"].astype(bool)]  # an empty object column would select columns, not rows
     peak = node_peak(data, options)
     out = Section("hpl", "HPL", [])
     if peak:

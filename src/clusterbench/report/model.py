@@ -60,6 +60,7 @@ class Picture:
     title: str
     svg: str
     caption: str = ""
+    csv: str = ""  # the values it was drawn from, written beside it when there are any
 
 
 @dataclass

@@ -37,6 +37,8 @@ def write(report: Report, out: Path, on_step: Callable[[str], None] | None = Non
             (out / f"{fig.slug}.csv").write_text(csv_text(fig), encoding="utf-8")
         for picture in section.pictures:
             (out / f"{picture.slug}.svg").write_text(picture.svg, encoding="utf-8")
+            if picture.csv:
+                (out / f"{picture.slug}.csv").write_text(picture.csv, encoding="utf-8")
         for table in section.tables:
             (out / f"{table.slug}.csv").write_text(table_csv(table), encoding="utf-8")
     (out / "runs.csv").write_text(table_csv(report.runs), encoding="utf-8")

@@ -1,0 +1,206 @@
+"""What the nodes of a run were set to, and what they did while it ran.
+
+Before the command starts, one read-only script runs on every node of the run in one round trip
+(system/state.py: kernel and preemption, governor, SMT, THP, NICs, TCP, routes, MPI parameters,
+a measured core clock) and its answer is stored as the run's `state` facts, one entry per node.
+While the command runs, a 1 Hz sampler (system/sampler.py) runs on every node, started over ssh
+(or directly here) with a pipe as its standard input; closing the pipe ends it, and so does the
+death of clusterbench, kill -9 included, because the pipe closes with it. Its samples go to
+`activity-<node>.jsonl` in the run directory, stored with the run; their summary is the run's
+`activity` facts, and a node that throttled flags the run (`throttled`).
+
+Nothing here decides a run's validity: a run whose nodes could not be observed is stored as it
+is, with the reason under `state`/`activity`. `CLUSTERBENCH_OBSERVE=0` turns both off (the
+overhead benchmark compares runs with and without).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from clusterbench.launch.hosts import is_local
+from clusterbench.launch.remote import run_everywhere, ssh_command
+from clusterbench.launch.site import Site
+from clusterbench.launch.spec import Launch
+from clusterbench.system import activity, state
+
+STATE_TIMEOUT_S = 30.0
+SAMPLE_INTERVAL_S = 1.0
+STOP_WAIT_S = 5.0  # a sampler writes its last sample within an interval of its pipe closing
+CLOCK_MS = 50  # the core-clock kernel's run per node and run
+MAX_NODES = 4096  # files of a Slurm job's steps read back
+_MPI_VARIABLE = re.compile(r"^(OMPI_MCA_|MPIR_CVAR_|MPICH_|UCX_|FI_)")
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def enabled() -> bool:
+    return os.environ.get("CLUSTERBENCH_OBSERVE", "1") not in ("0", "no", "false", "off")
+
+
+def run_hosts(site: Site, launch: Launch) -> list[str]:
+    """The nodes a run uses, as the site names them; 'localhost' for a run on this machine (a
+    program started without a launcher runs here, whatever hosts the site has)."""
+    if launch.placement is None:
+        return ["localhost"]
+    return [h.name for h in site.hosts_for(launch.placement.nodes)] or ["localhost"]
+
+
+def node_key(host: str) -> str:
+    """The name a node's facts are stored under: this machine's own name for 'localhost'."""
+    return os.uname().nodename if host in ("localhost", "127.0.0.1") else host
+
+
+def mpi_variables(env: dict[str, str]) -> dict[str, str]:
+    """The run's MPI tuning variables: what ompi_info is asked about on each node."""
+    return {k: v for k, v in env.items() if _MPI_VARIABLE.match(k)}
+
+
+def collect_state(hosts: list[str], env: dict[str, str], clock_binary: str | None = None) -> dict[str, dict]:
+    """Every node's state, read in one round trip; a node that did not answer gets its error."""
+    peers = hosts if len(hosts) > 1 else []
+    script = state.state_script(mpi_variables(env), peers, clock_binary, CLOCK_MS)
+    out: dict[str, dict] = {}
+    for answer in run_everywhere(hosts, script, STATE_TIMEOUT_S):
+        if not answer.ok and "@@cb:" not in answer.stdout:
+            reason = (answer.stderr.strip().splitlines() or [f"exit code {answer.exit_code}"])[-1][:300]
+            out[node_key(answer.host)] = {"error": reason}
+            continue
+        try:
+            out[node_key(answer.host)] = state.parse_state(answer.stdout, answer.host)
+        except Exception as exc:  # noqa: BLE001 - an odd node must not lose the run
+            out[node_key(answer.host)] = {"error": f"state not understood: {exc}"[:300]}
+    return out
+
+
+def slurm_lines(workdir: Path, env: dict[str, str], clock_binary: str | None,
+                interval_s: float = SAMPLE_INTERVAL_S, max_seconds: float | None = None) -> tuple[list[str], list[str]]:
+    """The batch script's lines around a run's command, for a Slurm job whose nodes are known only
+    inside it: one step reads every node's state into state-<node>.txt, and a background step runs a
+    sampler per node into activity-<node>.jsonl until the command has ended (SIGTERM, which srun
+    passes on to its tasks; a job that ends kills its steps anyway). Both are --overlap steps, so
+    they never wait for, or hold back, the run's own step."""
+    head = "srun --overlap --nodes=${SLURM_JOB_NUM_NODES} --ntasks-per-node=1 --cpus-per-task=1 --cpu-bind=none"
+    script = state.state_script(mpi_variables(env), (), clock_binary, CLOCK_MS)
+    limit = min(max_seconds or 86400.0, 86400.0) + 120.0
+    sampler = activity.sampler_argv(interval_s, limit) + ["--until-signal"]
+    before = ["# clusterbench: each node's state before the run, and a 1 Hz sampler on each beside it",
+              f"{head} --output={shlex.quote(str(workdir / 'state-%N.txt'))} bash -c {shlex.quote(script)} "
+              ">/dev/null 2>&1 || true",
+              f"{head} --output={shlex.quote(str(workdir / 'activity-%N.jsonl'))} {shlex.join(sampler)} "
+              "2>/dev/null &",
+              "cb_sampler=$!"]
+    after = ["kill -TERM $cb_sampler 2>/dev/null; wait $cb_sampler 2>/dev/null"]
+    return before, after
+
+
+def read_slurm_files(workdir: Path) -> Observed:
+    """What the job's steps wrote (slurm_lines), parsed like the answers of nodes asked over ssh."""
+    observed = Observed()
+    states: dict[str, dict] = {}
+    for path in sorted(workdir.glob("state-*.txt"))[:MAX_NODES]:
+        host = path.name[len("state-"):-len(".txt")]
+        try:
+            states[host] = state.parse_state(path.read_text(errors="replace"), host)
+        except Exception as exc:  # noqa: BLE001 - an odd node must not lose the run
+            states[host] = {"error": f"state not understood: {exc}"[:300]}
+    if states:
+        observed.facts["state"] = states
+    summaries: dict[str, dict] = {}
+    for path in sorted(workdir.glob("activity-*.jsonl"))[:MAX_NODES]:
+        host = path.name[len("activity-"):-len(".jsonl")]
+        observed.artifacts.append(path)
+        summaries[host] = _summary(path, host)
+    if summaries:
+        observed.facts["activity"] = summaries
+        reasons = activity.throttle_reasons(summaries)
+        if reasons:
+            observed.facts["throttled"] = reasons
+    return observed
+
+
+def _summary(path: Path, host: str) -> dict:
+    try:
+        return activity.summarise(activity.parse_series(path.read_text(errors="replace"), host))
+    except Exception as exc:  # noqa: BLE001 - a broken sample file must not lose the run
+        return {"error": f"samples not understood: {exc}"[:300]}
+
+
+@dataclass
+class Observed:
+    """What is added to a run when it is stored: facts, and the files holding the samples."""
+
+    facts: dict = field(default_factory=dict)
+    artifacts: list[Path] = field(default_factory=list)
+
+
+@dataclass
+class _Sampler:
+    host: str
+    path: Path
+    proc: subprocess.Popen | None
+    error: str | None = None
+
+
+class Samplers:
+    """One sampler per node of a run, from `start` to `stop`."""
+
+    def __init__(self, hosts: list[str], workdir: Path, interval_s: float = SAMPLE_INTERVAL_S,
+                 max_seconds: float | None = None):
+        self.hosts, self.workdir, self.interval_s = hosts, workdir, interval_s
+        self.max_seconds = max_seconds
+        self.running: list[_Sampler] = []
+
+    def start(self) -> None:
+        limit = min(self.max_seconds or 86400.0, 86400.0) + 120.0  # a backstop beyond the run's own timeout
+        for host in self.hosts:
+            path = self.workdir / f"activity-{_SAFE_NAME.sub('_', node_key(host))}.jsonl"
+            if is_local(host):  # this interpreter; python3 on the nodes
+                cmd = activity.sampler_argv(self.interval_s, limit, python=sys.executable)
+            else:
+                cmd = [*ssh_command(host), shlex.join(activity.sampler_argv(self.interval_s, limit))]
+            try:
+                with path.open("wb") as sink:
+                    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=sink, stderr=subprocess.DEVNULL,
+                                            start_new_session=True)  # Ctrl-C reaches the run, not the sampler
+                self.running.append(_Sampler(host, path, proc))
+            except OSError as exc:
+                self.running.append(_Sampler(host, path, None, f"sampler not started: {exc}"))
+
+    def stop(self) -> Observed:
+        """Close every sampler's pipe, wait for its last sample, and summarise each node."""
+        for s in self.running:
+            if s.proc and s.proc.stdin:
+                try:
+                    s.proc.stdin.close()
+                except OSError:
+                    pass
+        deadline = time.monotonic() + self.interval_s + STOP_WAIT_S
+        for s in self.running:
+            if s.proc is None:
+                continue
+            try:
+                s.proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                s.proc.kill()
+                s.proc.wait()
+        observed = Observed()
+        summaries: dict[str, dict] = {}
+        for s in self.running:
+            key = node_key(s.host)
+            if s.error:
+                summaries[key] = {"error": s.error}
+                continue
+            observed.artifacts.append(s.path)
+            summaries[key] = _summary(s.path, key)
+        observed.facts["activity"] = summaries
+        reasons = activity.throttle_reasons(summaries)
+        if reasons:
+            observed.facts["throttled"] = reasons
+        return observed
