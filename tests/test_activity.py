@@ -145,16 +145,17 @@ def test_sigterm_ends_it_with_a_last_sample():
     proc.stdin.close()
 
 
-def test_until_signal_ignores_an_empty_stdin_and_ends_on_sigterm():
-    """Under srun in a batch job stdin is /dev/null: --until-signal keeps sampling until SIGTERM."""
-    proc = subprocess.Popen([*sampler_argv(0.25, 120), "--until-signal"], stdin=subprocess.DEVNULL,
+def test_a_stop_file_ends_it_and_an_empty_stdin_does_not(tmp_path):
+    """Under srun in a batch job stdin is /dev/null: with --stop-file it samples until that file exists."""
+    stop = tmp_path / "stop"
+    proc = subprocess.Popen([*sampler_argv(0.25, 120), "--stop-file", str(stop)], stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE)
     time.sleep(1.2)
-    assert proc.poll() is None, "ended although only a signal may end it"
-    proc.send_signal(signal.SIGTERM)
+    assert proc.poll() is None, "ended although only the stop file may end it"
+    stop.touch()
     out, _ = proc.communicate(timeout=10)
     series = parse_series(out.decode(), "here")
-    assert series.end == "SIGTERM" and len(series.samples) >= 4
+    assert series.end == "stop file" and len(series.samples) >= 4
 
 
 PARENT = """

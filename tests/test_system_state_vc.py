@@ -147,3 +147,25 @@ def test_settings_are_restored_by_the_next_campaign_run_after_kill_9(shared_db, 
     assert {n: values(n) for n in ("node1", "node2")} == before
     statuses = [r["status"] for r in query(shared_db, "SELECT status FROM runs WHERE campaign = 'vc-kill'")]
     assert statuses == ["ok"], statuses
+
+
+def test_a_slurm_job_records_the_state_and_activity_of_its_nodes(shared_db, tmp_path):
+    """Inside the batch job, overlap steps read each node's state and sample it beside the run."""
+    campaign = write(tmp_path / "slurm.yaml", """
+name: vc-slurm-observed
+cluster: {launcher: slurm, interconnect: tcp, slurm: {poll: 0.5}}
+benchmarks:
+  - benchmark: pingpong
+    params: {nodes: 2, bind_to: none, max_log2: 16, iter: 2000}
+""")
+    out = cli("campaign", "run", str(campaign), "--json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    (run,) = query(shared_db, "SELECT * FROM runs")
+    facts = json.loads(run["facts"])
+    assert run["status"] == "ok" and len(facts["state"]) == 2, (run["nodes"], facts.get("state"))
+    for host, node_state in facts["state"].items():
+        assert host in run["nodes"] or run["nodes"].startswith("node[")
+        assert node_state["nic"]["eth0"]["mtu"], node_state
+    assert set(facts["activity"]) == set(facts["state"]), facts["activity"]
+    for summary in facts["activity"].values():
+        assert summary["samples"] >= 2 and summary["end"] == "stop file", summary

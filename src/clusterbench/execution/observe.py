@@ -83,20 +83,22 @@ def slurm_lines(workdir: Path, env: dict[str, str], clock_binary: str | None,
                 interval_s: float = SAMPLE_INTERVAL_S, max_seconds: float | None = None) -> tuple[list[str], list[str]]:
     """The batch script's lines around a run's command, for a Slurm job whose nodes are known only
     inside it: one step reads every node's state into state-<node>.txt, and a background step runs a
-    sampler per node into activity-<node>.jsonl until the command has ended (SIGTERM, which srun
-    passes on to its tasks; a job that ends kills its steps anyway). Both are --overlap steps, so
+    sampler per node into activity-<node>.jsonl until the command has ended: then a stop file in the
+    (shared) run directory ends each sampler with its last sample (a signal through srun would cut
+    the step's output short; a job that ends kills its steps anyway). Both are --overlap steps, so
     they never wait for, or hold back, the run's own step."""
     head = "srun --overlap --nodes=${SLURM_JOB_NUM_NODES} --ntasks-per-node=1 --cpus-per-task=1 --cpu-bind=none"
     script = state.state_script(mpi_variables(env), (), clock_binary, CLOCK_MS)
     limit = min(max_seconds or 86400.0, 86400.0) + 120.0
-    sampler = activity.sampler_argv(interval_s, limit) + ["--until-signal"]
+    stop = workdir / "activity.stop"
+    sampler = [*activity.sampler_argv(interval_s, limit), "--stop-file", str(stop)]
     before = ["# clusterbench: each node's state before the run, and a 1 Hz sampler on each beside it",
               f"{head} --output={shlex.quote(str(workdir / 'state-%N.txt'))} bash -c {shlex.quote(script)} "
               ">/dev/null 2>&1 || true",
               f"{head} --output={shlex.quote(str(workdir / 'activity-%N.jsonl'))} {shlex.join(sampler)} "
               "2>/dev/null &",
               "cb_sampler=$!"]
-    after = ["kill -TERM $cb_sampler 2>/dev/null; wait $cb_sampler 2>/dev/null"]
+    after = [f"touch {shlex.quote(str(stop))}; wait $cb_sampler 2>/dev/null"]
     return before, after
 
 

@@ -385,17 +385,21 @@ def _emit(record: dict) -> None:
     sys.stdout.flush()
 
 
-def parse_args(argv: list[str]) -> tuple[float, float, bool]:
-    """(interval, max seconds, watch stdin) from --interval S --max-seconds S [--until-signal];
-    exits 2 on anything else. --until-signal ignores stdin: under srun in a batch job stdin is
-    /dev/null, and the end comes as SIGTERM."""
-    values = {"--interval": 1.0, "--max-seconds": 86400.0}
+def parse_args(argv: list[str]) -> tuple[float, float, str | None]:
+    """(interval, max seconds, stop file) from --interval S --max-seconds S [--stop-file PATH];
+    exits 2 on anything else. With --stop-file, stdin is not watched (under srun in a batch job it
+    is /dev/null) and the sampler ends once that file exists."""
+    values: dict[str, float] = {"--interval": 1.0, "--max-seconds": 86400.0}
     bounds = {"--interval": INTERVAL_RANGE, "--max-seconds": MAX_SECONDS_RANGE}
+    stop_file = None
     args = list(argv)
-    watch_stdin = "--until-signal" not in args
-    args = [a for a in args if a != "--until-signal"]
     while args:
         key = args.pop(0)
+        if key == "--stop-file" and args:
+            stop_file = args.pop(0)
+            if not stop_file or len(stop_file) > 4096 or "\0" in stop_file:
+                _usage("--stop-file needs a path of at most 4096 characters")
+            continue
         if key not in values or not args:
             _usage(f"unknown or incomplete option {key[:40]!r}")
         try:
@@ -406,12 +410,12 @@ def parse_args(argv: list[str]) -> tuple[float, float, bool]:
         if not low <= value <= high:  # also refuses nan
             _usage(f"{key} must be within {low:g}..{high:g} seconds")
         values[key] = value
-    return values["--interval"], values["--max-seconds"], watch_stdin
+    return values["--interval"], values["--max-seconds"], stop_file
 
 
 def _usage(problem: str) -> None:
     sys.stderr.write(f"clusterbench sampler: {problem}\n"
-                     "usage: sampler.py [--interval S] [--max-seconds S] [--until-signal]\n")
+                     "usage: sampler.py [--interval S] [--max-seconds S] [--stop-file PATH]\n")
     sys.exit(2)
 
 
@@ -425,9 +429,10 @@ def _on_signal(signum: int, _frame) -> None:
     Stop.reason = Stop.reason or signal.Signals(signum).name
 
 
-def wait(until: float, wakeup: int, parent: int, watch_stdin: bool = True) -> None:
-    """Sleep until `until` (monotonic), or less when stdin closes, a signal arrives or the parent goes."""
-    watched = [0, wakeup] if watch_stdin else [wakeup]
+def wait(until: float, wakeup: int, parent: int, stop_file: str | None = None) -> None:
+    """Sleep until `until` (monotonic), or less when stdin closes (or the stop file appears), a
+    signal arrives or the parent goes."""
+    watched = [wakeup] if stop_file else [0, wakeup]
     while Stop.reason is None:
         left = until - time.monotonic()
         if left <= 0:
@@ -449,9 +454,11 @@ def wait(until: float, wakeup: int, parent: int, watch_stdin: bool = True) -> No
                 pass
         if os.getppid() != parent:
             Stop.reason = Stop.reason or "parent gone"
+        if stop_file and os.path.exists(stop_file):
+            Stop.reason = Stop.reason or "stop file"
 
 
-def run(interval: float, max_seconds: float, watch_stdin: bool = True) -> int:
+def run(interval: float, max_seconds: float, stop_file: str | None = None) -> int:
     sources = Sources()
     parent = os.getppid()
     read_end, write_end = os.pipe()
@@ -476,13 +483,13 @@ def run(interval: float, max_seconds: float, watch_stdin: bool = True) -> int:
         due = start + count * interval
         if due < now:  # a slow sample: skip the missed beats rather than catch up in a burst
             due = now + interval - (now - start) % interval
-        wait(min(due, start + max_seconds), read_end, parent, watch_stdin)
+        wait(min(due, start + max_seconds), read_end, parent, stop_file)
 
 
 def main(argv: list[str]) -> int:
-    interval, max_seconds, watch_stdin = parse_args(argv)
+    interval, max_seconds, stop_file = parse_args(argv)
     try:
-        return run(interval, max_seconds, watch_stdin)
+        return run(interval, max_seconds, stop_file)
     except BrokenPipeError:  # nobody reads any more: the run is over
         try:
             os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
