@@ -130,7 +130,8 @@ def _expand_block(campaign: Campaign, block: BenchmarkBlock, loc: Location,
         raise ctx.error(exceeded("max_repeats", repeats).message, "repeats",
                         hint="raise it with clusterbench --limit max_repeats=N ...")
     combos = _combine(ctx, axes)
-    check = _point_checker(ctx, cls, declared, [*literal, *axes, *order])
+    check = _point_checker(ctx, cls, declared,
+                           [*literal, *(a for a in axes if not a.startswith(SETTING_PREFIX)), *order])
     base_scope = names | defaults
     where_key = site_key(campaign)
     timeout = block.timeout_s or campaign.timeout_s

@@ -8,11 +8,11 @@ from datetime import UTC, datetime
 from clusterbench.analysis.dataset import Dataset, load
 from clusterbench.analysis.select import Selection
 from clusterbench.errors import UserInputError
-from clusterbench.report import activity, energy, hpcc, hpl, memory, network, pinning, system
+from clusterbench.report import activity, energy, hpcc, hpl, memory, network, pinning, system, tuning
 from clusterbench.report.model import Options, Report, Section, Table
 from clusterbench.store.db import Store
 
-SECTIONS = (system, hpl, hpcc, network, memory, pinning, energy)
+SECTIONS = (system, hpl, hpcc, network, memory, pinning, tuning, energy)
 SHOWN_PARAMS = ("n", "nb", "p", "q", "ranks", "threads", "nodes", "layout", "blas", "bind_to", "map_by",
                 "interconnect", "pinning", "scaling", "array_size", "test")
 
@@ -42,7 +42,9 @@ def runs_table(data: Dataset) -> Table:
     """One row per selected run: where every number in the report comes from."""
     rows = []
     for run in data.runs.values():
-        params = " ".join(f"{k}={run['params'][k]}" for k in SHOWN_PARAMS if k in run["params"])
+        shown = [k for k in SHOWN_PARAMS if k in run["params"]] + sorted(k for k in run["params"]
+                                                                           if k.startswith("system."))
+        params = " ".join(f"{k}={run['params'][k]}" for k in shown)
         tags = " ".join(f"{k}={v}" for k, v in run["tags"].items())
         rows.append([[run["id"]], run["benchmark"], run["campaign"], run["status"], run["node_count"],
                      run["nodes"], params, tags, (run["started_at"] or "")[:19], run["duration_s"],
