@@ -81,7 +81,9 @@ def test_the_report_tabulates_each_configuration_with_its_tcp_counters(eager_sto
     assert out.returncode == 0, out.stderr
     rows = (tmp_path / "r" / "tuning-configurations.csv").read_text().splitlines()
     configs = [line for line in rows[1:] if "pingpong_bandwidth" in line]
-    assert len(configs) == 2 and any("mca.btl_tcp_eager_limit=32768" in c for c in configs), rows
+    assert len(configs) == 2, rows  # the baseline, and the other value by the setting's short name
+    assert sum(c.split(",")[1] == "baseline" for c in configs) == 1, configs
+    assert sum(c.split(",")[1] in ("btl_tcp_eager_limit=32768", "btl_tcp_eager_limit=131072") for c in configs) == 1
     assert (tmp_path / "r" / "tuning-pingpong-bandwidth.svg").is_file()
     assert "System settings" in (tmp_path / "r" / "report.html").read_text()
 

@@ -54,14 +54,19 @@ def list_runs(store: Store, benchmark: str | None = None, campaign: str | None =
     return Listing(rows, records)
 
 
+def _facts(row: sqlite3.Row) -> dict:
+    """A run row's facts, {} when the row has none or they do not decode to a mapping."""
+    try:
+        facts = json.loads(row["facts"] or "{}")
+    except (ValueError, IndexError, KeyError, TypeError):
+        return {}
+    return facts if isinstance(facts, dict) else {}
+
+
 def placement(row: sqlite3.Row) -> tuple[str, list[str]]:
     """The run's placement verdict (match, mismatch, partial, unobserved; '-' for a run without a
     placement, such as one process started directly) and its problems."""
-    try:
-        facts = json.loads(row["facts"] or "{}")
-    except (ValueError, IndexError, KeyError):
-        return "-", []
-    pinning = facts.get("pinning") if isinstance(facts, dict) else None
+    pinning = _facts(row).get("pinning")
     if not isinstance(pinning, dict):
         return "-", []
     return str(pinning.get("verdict", "-")), [str(p) for p in pinning.get("problems") or []]
@@ -76,10 +81,7 @@ def state_lines(row: sqlite3.Row) -> list[str]:
     measured core clock. `clusterbench diff` shows everything."""
     from clusterbench.system.state import flatten
 
-    try:
-        facts = json.loads(row["facts"] or "{}")
-    except (ValueError, IndexError, KeyError):
-        return []
+    facts = _facts(row)
     lines = []
     for host, node in (facts.get("state") or {}).items():
         if not isinstance(node, dict) or "error" in node:
@@ -112,10 +114,7 @@ def activity_lines(row: sqlite3.Row) -> list[str]:
     is flagged, if a node throttled; empty for a run that was not sampled."""
     from clusterbench.system.activity import summary_line
 
-    try:
-        facts = json.loads(row["facts"] or "{}")
-    except (ValueError, IndexError, KeyError):
-        return []
+    facts = _facts(row)
     lines = []
     for host, summary in (facts.get("activity") or {}).items():
         if isinstance(summary, dict):

@@ -19,7 +19,7 @@ import re
 
 from clusterbench.analysis.dataset import Dataset
 from clusterbench.report import csvsafe
-from clusterbench.report.figures import _NO_METADATA, _STYLE, OKABE_ITO
+from clusterbench.report.figures import _STYLE, OKABE_ITO, svg_element
 from clusterbench.report.model import Picture, Section, Table
 from clusterbench.system.activity import parse_series, summary_line, timeline
 
@@ -219,8 +219,4 @@ def timeline_svg(slug: str, title: str, panels: list[tuple[str, dict, dict, obje
         extra_h, extra_l = axes[0, 0].figure.axes[-1].get_legend_handles_labels()
         figure.legend(handles + extra_h, labels + extra_l, loc="outside lower center", ncol=7, frameon=False,
                       fontsize=8)
-        buf = io.StringIO()
-        figure.savefig(buf, format="svg", metadata=_NO_METADATA)
-        plt.close(figure)
-    text = buf.getvalue()
-    return text[text.index("<svg"):]
+        return svg_element(figure)

@@ -98,9 +98,17 @@ def svg_text(fig: Figure) -> str:
         if len(fig.series) > 1 or measured and measured[0].label:  # below the axes, never over data
             figure.legend(loc="outside lower center", ncol=2 if len(fig.series) > 1 else 1, frameon=False,
                           fontsize=8)
-        buf = io.StringIO()
-        figure.savefig(buf, format="svg", metadata=_NO_METADATA)
-        plt.close(figure)
+        return svg_element(figure)
+
+
+def svg_element(figure) -> str:
+    """A drawn matplotlib figure as an inline <svg> element (no XML prologue, no date or tool
+    metadata, so the same data gives the same bytes), closed afterwards."""
+    import matplotlib.pyplot as plt
+
+    buf = io.StringIO()
+    figure.savefig(buf, format="svg", metadata=_NO_METADATA)
+    plt.close(figure)
     text = buf.getvalue()
     return text[text.index("<svg"):]
 

@@ -3,8 +3,8 @@ retransmissions and timeouts its runs caused.
 
 The studies' tables were "baseline against optimisation", one setting at a time, with the settings
 only in folder names. Here the settings are the runs' `system.*` parameters (applied on the nodes
-and read back in each run's state), so a configuration is named by the settings that vary in the
-selection, and the baseline is the configuration that holds each setting's most common value.
+and read back in each run's state). The baseline is the configuration that holds each setting's
+most common value, and every other configuration is named by how it differs from it.
 For every benchmark of the sweep the table gives its figure of merit per configuration (median
 with the range over repeats, and the change against the baseline) and, from the activity
 samplers, the TCP retransmissions and timeouts per run summed over the run's nodes, so a faster
@@ -22,6 +22,7 @@ from clusterbench.report.figures import aggregate
 from clusterbench.report.model import Figure, Section, Table
 
 PREFIX = "system."
+BASELINE = "baseline"
 # The figure of merit of each benchmark a tuning study runs, and the label that picks one value.
 HEADLINES = {
     "pingpong": [("latency_us", "bytes", "smallest"), ("pingpong_bandwidth", "bytes", "largest")],
@@ -40,18 +41,26 @@ def _settings(run: dict) -> dict[str, str]:
 
 
 def configurations(runs: dict[str, dict]) -> tuple[dict[str, str], str, list[str]]:
-    """run id -> its configuration label, the baseline's label, and the settings that vary."""
+    """run id -> its configuration's label, the baseline's description, and the settings that vary.
+
+    A configuration is labelled by how it differs from the baseline (`tcp_sack=0, rto_min=5ms`),
+    with each key's last part when that is unambiguous, so legends stay short; the baseline is
+    `baseline`."""
     values: dict[str, Counter] = {}
     for run in runs.values():
         for key, value in _settings(run).items():
             values.setdefault(key, Counter())[value] += 1
     varying = sorted(k for k, c in values.items() if len(c) > 1)
     usual = {k: values[k].most_common(1)[0][0] for k in varying}
+    last = [k.rsplit(".", 1)[-1] for k in varying]
+    short = {k: (s if last.count(s) == 1 else k) for k, s in zip(varying, last, strict=True)}
 
     def label(settings: dict[str, str]) -> str:
-        return ", ".join(f"{k}={settings.get(k, '-')}" for k in varying) or "as set"
+        changed = [f"{short[k]}={settings.get(k, '-')}" for k in varying if settings.get(k) != usual[k]]
+        return ", ".join(changed) or BASELINE
 
-    return ({rid: label(_settings(run)) for rid, run in runs.items()}, label(usual), varying)
+    described = ", ".join(f"{k}={usual[k]}" for k in varying) or "the settings as set"
+    return {rid: label(_settings(run)) for rid, run in runs.items()}, described, varying
 
 
 def _tcp(run: dict) -> tuple[int | None, int | None, float | None]:
@@ -93,15 +102,15 @@ def section(data: Dataset, _options) -> Section | None:
     runs = {rid: r for rid, r in data.runs.items() if _settings(r)}
     if not runs:
         return None
-    label_of, baseline, varying = configurations(runs)
+    label_of, described, varying = configurations(runs)
     out = Section("tuning", "System settings", [
-        "Runs made with `system:` settings (docs/settings.md), applied on every node of a run before it and "
+        "Runs made with system: settings (docs/settings.md), applied on every node of a run before it and "
         "restored after; each run's state shows the values really in effect. A configuration is named by the "
-        f"settings that vary here ({', '.join(varying) or 'none vary'}); the baseline ({baseline}) holds each "
-        "setting's most common value. TCP retransmissions and timeouts are per run, summed over its nodes, from "
+        f"settings in which it differs from the baseline, which holds each setting's most common value "
+        f"({described}). TCP retransmissions and timeouts are per run, summed over its nodes, from "
         "the activity samplers (node-wide counters: other traffic on a node counts too)."])
     table = Table("tuning-configurations", "Figure of merit and TCP trouble per configuration",
-                  ["benchmark", "configuration", "metric", "n", "median", "min", "max", "change vs baseline",
+                  ["benchmark", "configuration", "metric", "n", "median", "min", "max", "change vs baseline (%)",
                    "retransmits / run", "timeouts / run", "max sy+si %", "runs"], [])
     for benchmark in sorted({r["benchmark"] for r in runs.values()}):
         ids = {rid for rid, r in runs.items() if r["benchmark"] == benchmark}
@@ -110,13 +119,13 @@ def section(data: Dataset, _options) -> Section | None:
             by_config: dict[str, list[str]] = {}
             for rid in sorted(values):
                 by_config.setdefault(label_of[rid], []).append(rid)
-            base = by_config.get(baseline)
+            base = by_config.get(BASELINE)
             base_median = median(values[r][0] for r in base) if base else None
-            for config in sorted(by_config, key=lambda c: (c != baseline, c)):
+            for config in sorted(by_config, key=lambda c: (c != BASELINE, c)):
                 rids = by_config[config]
                 vals = [values[r][0] for r in rids]
                 mid = median(vals)
-                change = f"{100 * (mid - base_median) / base_median:+.1f}%" if base_median else None
+                change = round(100 * (mid - base_median) / base_median, 1) if base_median else None
                 tcp = [_tcp(runs[r]) for r in rids]
                 table.rows.append([benchmark, config, values[rids[0]][1], len(vals), mid, min(vals), max(vals),
                                    change, _median([t[0] for t in tcp]), _median([t[1] for t in tcp]),
