@@ -93,6 +93,8 @@ def test_a_run_over_two_nodes_has_the_activity_of_each(shared_db, tmp_path):
         assert summary["tcp"]["retransmits"] >= 0
     shown = cli("results", run["id"], env={"COLUMNS": "200"})
     assert "nodes: node1:" in shown.stdout and "nodes: node2:" in shown.stdout, shown.stdout
+    assert "state: node1: " in shown.stdout and "eth0 MTU 1500" in shown.stdout, shown.stdout
+    assert "thread migrations between CPUs" in shown.stdout, shown.stdout  # from the placement probe
 
 
 SLOW = """

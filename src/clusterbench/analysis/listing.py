@@ -72,6 +72,14 @@ def placement(row: sqlite3.Row) -> tuple[str, list[str]]:
     return str(pinning.get("verdict", "-")), [str(p) for p in pinning.get("problems") or []]
 
 
+def migrations(row: sqlite3.Row) -> int | None:
+    """How often the scheduler moved the run's ranks and threads between CPUs (the placement
+    probe's se.nr_migrations, summed); None when the run was not probed."""
+    pinning = _facts(row).get("pinning")
+    count = pinning.get("migrations") if isinstance(pinning, dict) else None
+    return count if isinstance(count, int) else None
+
+
 _VIRTUAL_DRIVERS = ("bridge", "veth", "ifb", "tun", "dummy", "vxlan", "macvlan")
 
 

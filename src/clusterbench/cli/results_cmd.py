@@ -136,7 +136,14 @@ def _print_runs(store, rows) -> None:
 
 
 def _show_run(store, run_id: str, fmt: Format) -> None:
-    from clusterbench.analysis.listing import activity_lines, as_bool, placement, run_details, state_lines
+    from clusterbench.analysis.listing import (
+        activity_lines,
+        as_bool,
+        migrations,
+        placement,
+        run_details,
+        state_lines,
+    )
 
     run = run_details(store, run_id)
     r, data = run.row, run.to_dict()
@@ -149,7 +156,10 @@ def _show_run(store, run_id: str, fmt: Format) -> None:
     verdict, problems = placement(r)
     if verdict != "-":
         style = "bold red" if verdict == "mismatch" else "green" if verdict == "match" else "yellow"
-        console.print(f"placement: [{style}]{escape(verdict)}[/]" + "".join(f"\n  {escape(p)}" for p in problems))
+        moved = migrations(r)
+        moves = f" ({moved} thread migrations between CPUs)" if moved is not None else ""
+        console.print(f"placement: [{style}]{escape(verdict)}[/]{moves}"
+                      + "".join(f"\n  {escape(p)}" for p in problems))
     for line in state_lines(r):
         console.print(f"state: {escape(line)}")
     for line in activity_lines(r):
