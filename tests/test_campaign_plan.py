@@ -73,7 +73,7 @@ def test_schema_is_json_schema():
 @pytest.mark.parametrize("example", sorted(p.name for p in (ROOT / "examples").glob("*.yaml")))
 def test_examples_plan(example):
     env = {}
-    if example.startswith("virtual-cluster"):  # planned for the virtual cluster's nodes
+    if example.startswith("virtual-cluster") or example == "tcp-tuning.yaml":  # for the virtual cluster's nodes
         state = Path("/run/clusterbench-vc/cbvc")
         if not (state / "size").exists():
             pytest.skip("needs the virtual cluster (scripts/virtual-cluster up 3)")

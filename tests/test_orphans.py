@@ -162,8 +162,11 @@ def test_kill_9_during_hpcc_leaves_no_process_and_resume_runs_it_once(tmp_path, 
     spec.write_text("name: orphan-hpcc\nbenchmarks:\n  - benchmark: hpcc\n    params: {n: 4000, nb: 192}\n")
     runner = _start(spec, tmp_path)
     workdir = _wait(lambda: _running_workdir(isolated_db), 60, "the run to start", runner)
-    ranks = _wait(lambda: [p for p in _in_dir(workdir) if "hpcc" in _cmdline(p).split(" ")[0]], 60,
-                  "the hpcc ranks", runner)
+    def both_ranks() -> list[int]:  # mpirun starts them one after the other: wait for the second too
+        found = [p for p in _in_dir(workdir) if "hpcc" in _cmdline(p).split(" ")[0]]
+        return found if len(found) >= 2 else []
+
+    ranks = _wait(both_ranks, 60, "the two hpcc ranks", runner)
     assert len(ranks) >= 2
     time.sleep(1.0)  # HPCC well under way (ranks computing)
     before = _run_processes(workdir)

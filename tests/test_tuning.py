@@ -110,3 +110,12 @@ def test_the_plan_shows_the_settings_of_each_run(tmp_path):
     plan = cli_json("plan", str(spec), "--json")
     assert sorted(r["params"]["system.mca.btl_tcp_eager_limit"] for r in plan["plan"]) == [
         "131072", "131072", "32768", "32768"]
+
+
+def test_settings_on_nodes_that_do_not_answer_stop_before_anything_runs_as_an_environment_problem(tmp_path):
+    spec = tmp_path / "gone.yaml"
+    spec.write_text("name: gone\ncluster: {launcher: mpirun, hosts: 'cbgone-x[1-2]', preflight: false}\n"
+                    "benchmarks:\n  - benchmark: pingpong\n    params: {nodes: 2}\n    system: {mtu: 9000}\n")
+    out = cli("campaign", "run", str(spec))
+    assert out.returncode == 1, out.stdout + out.stderr  # the machines, not the file: exit code 1
+    assert "cbgone-x1" in out.stderr and "unreachable" in out.stderr and "Traceback" not in out.stderr, out.stderr

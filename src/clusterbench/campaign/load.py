@@ -21,7 +21,7 @@ from clusterbench.campaign.expand import expand
 from clusterbench.campaign.spec import Campaign, CampaignError, CampaignSource, load_campaign
 from clusterbench.campaign.where import site_from_section, system_from_facts
 from clusterbench.cluster.facts import gather
-from clusterbench.errors import UserInputError
+from clusterbench.errors import EnvironmentProblem, UserInputError
 from clusterbench.execution.request import PlannedRun
 from clusterbench.execution.settings import preflight as settings_preflight
 from clusterbench.launch.hosts import Inventory
@@ -105,6 +105,8 @@ def _check_settings(campaign: Campaign, runs: list[PlannedRun], site: Site, sour
     hosts = site.inventory.names if site.inventory else ["localhost"]
     try:
         settings_preflight(hosts, wanted, hosts)
+    except EnvironmentProblem:  # a node that does not answer: the environment, not the file (exit code 1)
+        raise
     except UserInputError as exc:
         raise CampaignError(exc.message, source, loc, hint=exc.hint) from None
 
