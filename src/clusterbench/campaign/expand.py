@@ -25,14 +25,14 @@ from clusterbench.bench.params import Param
 from clusterbench.bench.registry import benchmark_class
 from clusterbench.campaign.spec import BenchmarkBlock, Campaign, CampaignError, CampaignSource, Location
 from clusterbench.errors import UserInputError
-from clusterbench.execution.request import SETTING_PREFIX, PlannedRun
+from clusterbench.execution.request import SETTING_PREFIX, PlannedRun, recorded_params
 from clusterbench.limits import exceeded, limit
 from clusterbench.plan.expr import Expression, substitute
 from clusterbench.plan.ranges import is_range, parse_int_values
 from clusterbench.system.discover import SystemInfo
+from clusterbench.system.settings import GROUPS as SETTING_GROUPS
 from clusterbench.system.settings import mpi_env, validate
 
-SETTING_GROUPS = ("sysctl", "mca", "cvar", "coalesce")  # `system:` keys that hold a mapping of settings
 _CANONICAL = json.JSONEncoder(sort_keys=True, default=str)  # built once: ids are made 100,000s of times
 
 
@@ -160,7 +160,7 @@ def _expand_block(campaign: Campaign, block: BenchmarkBlock, loc: Location,
             raise ctx.error(exceeded("max_runs", f"more than {limit('max_runs')}", "runs of this block").message,
                             "space" if axes else "repeats",
                             hint="narrow the space, or raise the limit: clusterbench --limit max_runs=N ...")
-        identity = point | {f"{SETTING_PREFIX}{k}": v for k, v in settings.items()}
+        identity = recorded_params(point, settings)
         for r in range(repeats):
             runs.append(PlannedRun(run_id(campaign.name, block.benchmark, identity, env, r, where_key), campaign.name,
                                    block.label, block.benchmark, point, r, env, timeout,

@@ -72,11 +72,20 @@ def collect_state(hosts: list[str], env: dict[str, str], clock_binary: str | Non
             reason = (answer.stderr.strip().splitlines() or [f"exit code {answer.exit_code}"])[-1][:300]
             out[node_key(answer.host)] = {"error": reason}
             continue
-        try:
-            out[node_key(answer.host)] = state.parse_state(answer.stdout, answer.host)
-        except Exception as exc:  # noqa: BLE001 - an odd node must not lose the run
-            out[node_key(answer.host)] = {"error": f"state not understood: {exc}"[:300]}
+        out[node_key(answer.host)] = _node_state(answer.stdout, answer.host)
     return out
+
+
+def _node_state(text: str, host: str) -> dict:
+    try:
+        return state.parse_state(text, host)
+    except Exception as exc:  # noqa: BLE001 - an odd node must not lose the run
+        return {"error": f"state not understood: {exc}"[:300]}
+
+
+def _backstop(max_seconds: float | None) -> float:
+    """How long a sampler may run at most: beyond the run's own timeout, so only a lost sampler meets it."""
+    return min(max_seconds or 86400.0, 86400.0) + 120.0
 
 
 def slurm_lines(workdir: Path, env: dict[str, str], clock_binary: str | None,
@@ -89,9 +98,8 @@ def slurm_lines(workdir: Path, env: dict[str, str], clock_binary: str | None,
     they never wait for, or hold back, the run's own step."""
     head = "srun --overlap --nodes=${SLURM_JOB_NUM_NODES} --ntasks-per-node=1 --cpus-per-task=1 --cpu-bind=none"
     script = state.state_script(mpi_variables(env), (), clock_binary, CLOCK_MS)
-    limit = min(max_seconds or 86400.0, 86400.0) + 120.0
     stop = workdir / "activity.stop"
-    sampler = [*activity.sampler_argv(interval_s, limit), "--stop-file", str(stop)]
+    sampler = [*activity.sampler_argv(interval_s, _backstop(max_seconds)), "--stop-file", str(stop)]
     before = ["# clusterbench: each node's state before the run, and a 1 Hz sampler on each beside it",
               f"{head} --output={shlex.quote(str(workdir / 'state-%N.txt'))} bash -c {shlex.quote(script)} "
               ">/dev/null 2>&1 || true",
@@ -108,10 +116,7 @@ def read_slurm_files(workdir: Path) -> Observed:
     states: dict[str, dict] = {}
     for path in sorted(workdir.glob("state-*.txt"))[:MAX_NODES]:
         host = path.name[len("state-"):-len(".txt")]
-        try:
-            states[host] = state.parse_state(path.read_text(errors="replace"), host)
-        except Exception as exc:  # noqa: BLE001 - an odd node must not lose the run
-            states[host] = {"error": f"state not understood: {exc}"[:300]}
+        states[host] = _node_state(path.read_text(errors="replace"), host)
     if states:
         observed.facts["state"] = states
     summaries: dict[str, dict] = {}
@@ -120,11 +125,14 @@ def read_slurm_files(workdir: Path) -> Observed:
         observed.artifacts.append(path)
         summaries[host] = _summary(path, host)
     if summaries:
-        observed.facts["activity"] = summaries
-        reasons = activity.throttle_reasons(summaries)
-        if reasons:
-            observed.facts["throttled"] = reasons
+        observed.facts |= _activity_facts(summaries)
     return observed
+
+
+def _activity_facts(summaries: dict[str, dict]) -> dict:
+    """The run's `activity` facts, and `throttled` with the reasons when a node throttled."""
+    reasons = activity.throttle_reasons(summaries)
+    return {"activity": summaries} | ({"throttled": reasons} if reasons else {})
 
 
 def _summary(path: Path, host: str) -> dict:
@@ -160,7 +168,7 @@ class Samplers:
         self.running: list[_Sampler] = []
 
     def start(self) -> None:
-        limit = min(self.max_seconds or 86400.0, 86400.0) + 120.0  # a backstop beyond the run's own timeout
+        limit = _backstop(self.max_seconds)
         for host in self.hosts:
             path = self.workdir / f"activity-{_SAFE_NAME.sub('_', node_key(host))}.jsonl"
             if is_local(host):  # this interpreter; python3 on the nodes
@@ -201,8 +209,5 @@ class Samplers:
                 continue
             observed.artifacts.append(s.path)
             summaries[key] = _summary(s.path, key)
-        observed.facts["activity"] = summaries
-        reasons = activity.throttle_reasons(summaries)
-        if reasons:
-            observed.facts["throttled"] = reasons
+        observed.facts |= _activity_facts(summaries)
         return observed

@@ -1,6 +1,6 @@
 """A run to make, described by value: which benchmark at which resolved point, its id, repeat,
-environment, limits, tags and
-the system settings to apply around it. Campaigns, `bench` and `run` all produce these; the executor and
+environment, limits, tags and the system settings to apply around it. Campaigns, `bench` and
+`run` all produce these; the executor and
 its run loop take nothing else (plus where the run goes, launch/site.Site)."""
 
 from __future__ import annotations
@@ -11,6 +11,11 @@ from clusterbench.bench.base import Benchmark
 from clusterbench.bench.registry import benchmark_class
 
 SETTING_PREFIX = "system."
+
+
+def recorded_params(params: dict, settings: dict[str, str]) -> dict:
+    """A point's parameters with its settings as `system.<key>`: what is stored, and what its id hashes."""
+    return params | {f"{SETTING_PREFIX}{k}": v for k, v in settings.items()}
 
 
 @dataclass(slots=True)
@@ -31,7 +36,7 @@ class PlannedRun:
     def recorded_params(self) -> dict:
         """The point as stored: the benchmark's parameters and the settings, as `system.<key>`, so
         that reports, selections and `diff` see a swept MTU like any other parameter."""
-        return self.params | {f"{SETTING_PREFIX}{k}": v for k, v in self.settings.items()}
+        return recorded_params(self.params, self.settings)
 
     def bench_class(self) -> type[Benchmark]:
         return benchmark_class(self.benchmark)

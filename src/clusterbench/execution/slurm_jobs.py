@@ -4,9 +4,9 @@ Each run becomes one batch job (its script kept in the run directory as job.sbat
 `max_queued` jobs wait in the queue at once so the scheduler can fill the nodes; the queue is
 polled every `poll_s` seconds with squeue, and a job that left it is read with scontrol/sacct
 (state, exit code, elapsed time, nodes) and its run parsed and stored. Inside the job, steps
-beside the run's own read every node's state and sample what the nodes do (observe.slurm_lines). Ctrl-C or SIGTERM
-cancels every job of the campaign still queued or running (scancel) and marks their runs
-interrupted, so the next `campaign run` submits them again and skips the finished ones.
+beside the run's own read every node's state and sample what the nodes do (observe.slurm_lines).
+Ctrl-C or SIGTERM cancels every job of the campaign still queued or running (scancel) and marks
+their runs interrupted, so the next `campaign run` submits them again and skips the finished ones.
 
 Each job's id is kept in its run directory (slurm_job.json). After kill -9 of clusterbench its
 jobs stay in the queue; the next `campaign run` (which holds the campaign's lock, engine.py)

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from clusterbench.analysis.dataset import Dataset, load
 from clusterbench.analysis.select import Selection
 from clusterbench.errors import UserInputError
+from clusterbench.execution.request import SETTING_PREFIX
 from clusterbench.report import activity, energy, hpcc, hpl, memory, network, pinning, system, tuning
 from clusterbench.report.model import Options, Report, Section, Table
 from clusterbench.store.db import Store
@@ -43,7 +44,7 @@ def runs_table(data: Dataset) -> Table:
     rows = []
     for run in data.runs.values():
         shown = [k for k in SHOWN_PARAMS if k in run["params"]] + sorted(k for k in run["params"]
-                                                                           if k.startswith("system."))
+                                                                           if k.startswith(SETTING_PREFIX))
         params = " ".join(f"{k}={run['params'][k]}" for k in shown)
         tags = " ".join(f"{k}={v}" for k, v in run["tags"].items())
         rows.append([[run["id"]], run["benchmark"], run["campaign"], run["status"], run["node_count"],

@@ -18,10 +18,10 @@ from collections import Counter
 from statistics import median
 
 from clusterbench.analysis.dataset import Dataset
+from clusterbench.execution.request import SETTING_PREFIX
 from clusterbench.report.figures import aggregate
 from clusterbench.report.model import Figure, Section, Table
 
-PREFIX = "system."
 BASELINE = "baseline"
 # The figure of merit of each benchmark a tuning study runs, and the label that picks one value.
 HEADLINES = {
@@ -37,7 +37,7 @@ def metrics() -> set[str]:
 
 
 def _settings(run: dict) -> dict[str, str]:
-    return {k[len(PREFIX):]: str(v) for k, v in run["params"].items() if k.startswith(PREFIX)}
+    return {k[len(SETTING_PREFIX):]: str(v) for k, v in run["params"].items() if k.startswith(SETTING_PREFIX)}
 
 
 def configurations(runs: dict[str, dict]) -> tuple[dict[str, str], str, list[str]]:

@@ -304,6 +304,9 @@ _LIST: list[Tunable] = [
 ]
 
 ALLOWED: dict[str, Tunable] = {t.key: t for t in _LIST}
+# The keys a campaign's `system:` section writes as a mapping (`sysctl: {net.ipv4.tcp_sack: 0}`):
+# the first part of every dotted key on the list.
+GROUPS: frozenset[str] = frozenset(k.split(".", 1)[0] for k in ALLOWED if "." in k)
 ENV_PREFIXES = {"mca.": "OMPI_MCA_", "cvar.": "MPIR_CVAR_"}
 NIC_KINDS = {"mtu", "coalesce", "rps", "rps_flow_cnt", "rto_min"}
 
