@@ -14,6 +14,7 @@ from clusterbench.cli import (  # noqa: F401  (registers)
     cluster_cmd,
     db_cmd,
     diff_cmd,
+    history_cmd,
     import_cmd,
     pin_cmd,
     plan_cmd,
@@ -21,6 +22,7 @@ from clusterbench.cli import (  # noqa: F401  (registers)
     results_cmd,
     run_cmd,
     system_cmd,
+    tag_cmd,
 )
 from clusterbench.cli.app import app, err_console
 from clusterbench.errors import UserInputError

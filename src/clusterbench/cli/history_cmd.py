@@ -1,0 +1,1 @@
+"""`clusterbench history` (being written)."""

@@ -1,0 +1,1 @@
+"""`clusterbench tag` and `untag` (being written)."""
