@@ -133,7 +133,8 @@ def test_name_pattern_tags_and_conflicts(tmp_path, isolated_db):
     assert out.returncode == 0, out.stderr
     (run,) = query(isolated_db, "SELECT params, tags, facts FROM runs")
     params, tags, facts = (json.loads(run[k]) for k in ("params", "tags", "facts"))
-    assert params["nodes"] == 8 and params["blas"] == "blis_serial" and params["grids"] == "2x2"
+    assert params["nodes"] == 8 and params["blas"] == "blis-serial" and params["grids"] == ["2x2"]
+    assert facts["as_written"] == {"blas": "blis_serial"}  # the canonical name is stored, the spelling kept
     assert params["n"] == 44640 and params["nb"] == 180  # the output wins over the file name
     assert facts["file_name_conflicts"] == {"n": 52416}
     assert tags == {"system": "pi4-cluster", "rack": 3}

@@ -8,6 +8,7 @@ max_energy_range_uj) and on a stand-in `ipmitool` printing the format of
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -17,7 +18,7 @@ from tests.conftest import cli, query
 
 from clusterbench.analysis import lists
 from clusterbench.analysis.compare import p_value, verdict
-from clusterbench.analysis.dataset import Dataset, describe, varying
+from clusterbench.analysis.dataset import Dataset
 from clusterbench.analysis.select import parse_selection, select_runs
 from clusterbench.errors import UserInputError
 from clusterbench.report.figures import aggregate, size_label
@@ -71,11 +72,22 @@ def test_selection_terms_combine(tmp_path):
 
 
 def test_series_labels_use_only_keys_that_split_the_runs():
-    runs = [{"params": {"bind_to": b, "threads": t}, "tags": {"block": "s"}, "campaign": "c", "facts": {},
-             "node_count": 1} for b in ("core", "none") for t in (1, 2)]
-    keys = varying(runs, ("node_count", "origin", "bind_to", "threads", "tag:block"))
-    assert keys == ["bind_to", "threads"]
-    assert describe(runs[0], keys) == "bind_to=core, threads=1"
+    import pandas as pd
+
+    from clusterbench.analysis import shape
+
+    runs = {f"r{i}": {"id": f"r{i}", "benchmark": "stream", "params": {"bind_to": b, "threads": t},
+                      "tags": {"block": "s"}, "campaign": "c", "facts": {}, "node_count": 1}
+            for i, (b, t) in enumerate((b, t) for b in ("core", "none") for t in (1, 2))}
+    metrics = pd.DataFrame([{"run_id": rid, "benchmark": "stream", "name": "stream_triad", "value": 1.0,
+                             "unit": "MB/s", "labels": {}, "valid": True, "nodes": 1, "higher_is_better": True}
+                            for rid in runs])
+    data = Dataset(runs, metrics)
+    values = shape.frame(data, data.of("stream_triad"))
+    found = shape.infer(values, shape.Family(x=("threads",), series=("bind_to", "origin")))
+    assert (found.x, found.series, found.facets) == ("threads", ["bind_to"], [])  # not the tag every run shares
+    (panel,) = shape.draw(values, found).panels
+    assert [s.label for s in panel.series] == ["core", "none"]
 
 
 def test_aggregate_and_sizes():
@@ -163,7 +175,7 @@ def test_a_run_stores_the_power_it_drew_and_the_report_uses_it(tmp_path, isolate
     assert out.returncode == 0, out.stdout + out.stderr
     rows = {r["name"]: r for r in query(isolated_db, "SELECT name, value, labels FROM metrics")}
     assert rows["energy_j"]["value"] == pytest.approx(90.0)
-    assert rows["power_w"]["value"] > 0 and '"source": "rapl"' in rows["power_w"]["labels"]
+    assert rows["power_w"]["value"] > 0 and json.loads(rows["power_w"]["labels"])["source"] == "rapl"
 
 
 def test_energy_section_takes_the_measured_power_of_the_best_run():

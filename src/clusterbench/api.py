@@ -19,10 +19,21 @@ from clusterbench.store.db import Store, decoded_run
 
 
 def runs(db: str | Path | None = None, benchmark: str | None = None,
-         campaign: str | None = None, status: str | None = None) -> pd.DataFrame:
-    """One row per run; params/env/tags decoded into dicts."""
+         campaign: str | None = None, status: str | None = None,
+         select: str | list[str] | None = None) -> pd.DataFrame:
+    """One row per run, newest first; params/env/tags/facts decoded into dicts and a `flags` list
+    (analysis.flags). `select`: selection terms as `results --select` takes them, e.g.
+    "blas=openblas-serial,nodes>=4" (a bad term raises UserInputError)."""
+    from clusterbench.analysis.flags import run_flags
+    from clusterbench.analysis.select import parse_selection, select_rows
+
     with Store(db, read_only=True) as store:
-        rows = [decoded_run(r) for r in store.runs(benchmark=benchmark, campaign=campaign, status=status)]
+        found = store.runs(benchmark=benchmark, campaign=campaign, status=status)
+        if select:
+            found = select_rows(store, parse_selection(select, store), found)
+        rows = [decoded_run(r) for r in found]
+    for run in rows:
+        run["flags"] = run_flags(run)
     return pd.DataFrame(rows)
 
 

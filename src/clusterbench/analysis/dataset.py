@@ -1,16 +1,23 @@
 """The stored runs a report or a comparison is about, read once: runs, the metrics the sections use, systems.
 
 Only the metric names the caller asks for are read (a report: those its sections draw), so
-a store of ten thousand HPCC runs is not decoded a hundred metrics at a time. A metric counts as valid only when
-its run is valid too: an invalid run never contributes a value to a figure or a best.
+a store of ten thousand HPCC runs is not decoded a hundred metrics at a time; a report's dataset
+reads each name when a section first asks for it (`lazy`), so a metric only one section needs for
+a few runs (HPL's time, for pinning studies) is never read for 80,000 others. Rows are built as
+columns, and each distinct labels text is decoded once (an IMB sweep repeats the same 26). A
+metric counts as valid only when its run is valid too: an invalid run never contributes a value
+to a figure or a best.
 """
 
 from __future__ import annotations
 
+import gc
 import json
-from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 from ClusterShell.NodeSet import NodeSet
 
@@ -23,37 +30,127 @@ class Dataset:
     runs: dict[str, dict]  # run id -> run (JSON columns decoded), selected only
     metrics: pd.DataFrame  # run_id, benchmark, name, value, unit, labels, valid, nodes, higher_is_better
     systems: dict[str, dict] = field(default_factory=dict)  # system id -> stored info
+    _keys: pd.DataFrame | None = field(default=None, repr=False, compare=False)
+    _reader: Callable[[set[str]], pd.DataFrame] | None = field(default=None, repr=False, compare=False)
+    _read: set[str] = field(default_factory=set, repr=False, compare=False)
+
+    _parts: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False, compare=False)
+    _parts_of: pd.DataFrame | None = field(default=None, repr=False, compare=False)  # the frame they split
 
     def of(self, *names: str, valid: bool | None = True) -> pd.DataFrame:
-        """Rows of these metrics (only valid ones unless valid=None)."""
-        rows = self.metrics[self.metrics["name"].isin(names)]
+        """Rows of these metrics (only valid ones unless valid=None), read now if not yet read.
+        Served from one frame per name: not a scan of every value read so far per call."""
+        missing = set(names) - self._read
+        if self._reader is not None and missing:
+            self._read |= missing
+            more = self._reader(missing)
+            if len(more):
+                self._split()
+                self.metrics = more if self.metrics.empty else pd.concat([self.metrics, more], ignore_index=True)
+                self._parts.update(dict(tuple(more.groupby("name", sort=False))))
+                self._parts_of = self.metrics
+        self._split()
+        found = [self._parts[n] for n in dict.fromkeys(names) if n in self._parts]
+        if not found:
+            rows = self.metrics.iloc[0:0]
+        else:
+            rows = found[0] if len(found) == 1 else pd.concat(found, ignore_index=True)
         return rows if valid is None else rows[rows["valid"] == valid]
+
+    def _split(self) -> None:
+        """One frame per metric name, made again when `metrics` was replaced from outside."""
+        if self._parts_of is not self.metrics:
+            self._parts = dict(tuple(self.metrics.groupby("name", sort=False))) if len(self.metrics) else {}
+            self._parts_of = self.metrics
 
     def runs_of(self, *benchmarks: str) -> list[dict]:
         return [r for r in self.runs.values() if r["benchmark"] in benchmarks]
 
+    def run_keys(self) -> pd.DataFrame:
+        """One row per selected run (index: run id), one column per key a figure can be drawn by:
+        every parameter with a plain value (a list such as `grids` as '1x4,2x2'), every tag as
+        `tag:K`, and the derived `nodes` (node count), `system` (the stored system's host name,
+        else a `system` tag), `origin` and `benchmark`. Built once: every figure reads it."""
+        if self._keys is None:
+            ids = list(self.runs)
+            params = _key_columns([self.runs[i]["params"] for i in ids], "", ids)
+            params = params[[c for c in params.columns if not c.startswith(("tag:", "@"))]]  # never a tag's name
+            tags = _key_columns([self.runs[i]["tags"] for i in ids], "tag:", ids)
+            keys = pd.concat([params, tags], axis=1) if len(tags.columns) else params
+            derived = pd.DataFrame({
+                "nodes": [self.runs[i]["node_count"] for i in ids],
+                "benchmark": [self.runs[i]["benchmark"] for i in ids],
+                "origin": [origin(self.runs[i]) for i in ids],
+                "system": [(self.systems.get(self.runs[i].get("system_id") or "") or {}).get("hostname")
+                           for i in ids]}, index=ids)
+            if "tag:system" in keys:
+                derived["system"] = derived["system"].where(derived["system"].notna(), keys["tag:system"])
+            self._keys = pd.concat([keys.drop(columns=[c for c in derived if c in keys]), derived], axis=1)
+        return self._keys
 
-def load(store: Store, selection: Selection, names: set[str] | None) -> Dataset:
-    """The selected runs and their metrics of these names (all metrics for None)."""
+
+COLUMNS = ["run_id", "benchmark", "name", "value", "unit", "labels", "valid", "nodes", "higher_is_better"]
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while a report reads and shapes its data: it makes
+    millions of small objects and keeps most of them (100,000 decoded runs), and each collection
+    would walk them all again: measured, 70% of reading 520,000 metric values. Nothing here makes
+    reference cycles worth collecting early; the collector is back on (and runs) afterwards."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def load(store: Store, selection: Selection, names: set[str] | None, lazy: bool = False) -> Dataset:
+    """The selected runs and their metrics of these names (all metrics for None); with `lazy`, each
+    name is read when `Dataset.of` first asks for it (the store must stay open until then)."""
     runs = {r["id"]: r for r in select_runs(store, selection)}
     for run in runs.values():
         run["node_count"] = node_count(run)
-    records = []
-    for row in store.metric_values(names):
-        run = runs.get(row["run_id"])
-        if run is None:
-            continue
-        records.append({"run_id": row["run_id"], "benchmark": run["benchmark"], "name": row["name"],
-                        "value": row["value"], "unit": row["unit"], "labels": json.loads(row["labels"]),
-                        "valid": bool(row["valid"]) and bool(run["valid"]), "nodes": run["node_count"],
-                        "higher_is_better": bool(row["higher_is_better"])})
-    columns = ["run_id", "benchmark", "name", "value", "unit", "labels", "valid", "nodes", "higher_is_better"]
     systems = {}
     wanted = {r["system_id"] for r in runs.values() if r.get("system_id")}
     for row in store.systems():
         if row["id"] in wanted:
             systems[row["id"]] = {"hostname": row["hostname"], "info": json.loads(row["info"])}
-    return Dataset(runs, pd.DataFrame(records, columns=columns), systems)
+    empty = pd.DataFrame(columns=COLUMNS)
+    if lazy and names is not None:
+        return Dataset(runs, empty, systems, _reader=lambda more: metric_frame(store, more, runs))
+    return Dataset(runs, metric_frame(store, names, runs) if runs else empty, systems)
+
+
+def metric_frame(store: Store, names: set[str] | None, runs: dict[str, dict]) -> pd.DataFrame:
+    """The metric rows of these names that belong to these runs, one column at a time."""
+    rows = store.metric_values(names)
+    if not rows:
+        return pd.DataFrame(columns=COLUMNS)
+    run_id, name, value, unit, higher, labels, valid = (np.array(c, dtype=object) for c in zip(*rows, strict=True))
+    run_codes, run_ids = pd.factorize(run_id)  # per run, not per row: a run has dozens of values
+    selected = [runs.get(rid) for rid in run_ids]
+    keep = np.array([run is not None for run in selected], dtype=bool)[run_codes]
+    if not keep.all():
+        run_id, name, value, unit, higher, labels, valid, run_codes = (
+            c[keep] for c in (run_id, name, value, unit, higher, labels, valid, run_codes))
+
+    def per_run(what: Callable[[dict], object], dtype=object) -> np.ndarray:
+        return np.array([what(run) if run is not None else None for run in selected], dtype=dtype)[run_codes]
+
+    label_codes, texts = pd.factorize(labels)
+    decoded = [json.loads(text) for text in texts]  # each distinct labels text once; the dicts are shared
+    frame = pd.DataFrame({
+        "run_id": pd.Series(run_id, dtype=object), "benchmark": pd.Series(per_run(lambda r: r["benchmark"]),
+                                                                           dtype=object),
+        "name": pd.Series(name, dtype=object), "value": pd.to_numeric(value, errors="coerce"),  # text: NaN
+        "unit": pd.Series(unit, dtype=object),
+        "labels": pd.Series(np.array(decoded + [None], dtype=object)[label_codes], dtype=object),
+        "valid": valid.astype(bool) & per_run(lambda r: bool(r["valid"]), bool),
+        "nodes": per_run(lambda r: r["node_count"]), "higher_is_better": higher.astype(bool)})
+    return frame[COLUMNS]
 
 
 def node_count(run: dict) -> int:
@@ -70,35 +167,50 @@ def node_count(run: dict) -> int:
     return 1
 
 
-def blas_of(run: dict) -> str:
-    """The BLAS asked for, else the one the processes were seen to load, else 'default'."""
-    return str(run["params"].get("blas") or run["facts"].get("blas_loaded_variant") or "default")
+MAX_KEY_VALUE_CHARS = 200  # a longer parameter (a command line, a script) names no configuration
+MAX_KEYS_PER_KIND = 200  # parameter (or tag) names over all runs: more are not figure keys
 
 
-def varying(runs: list[dict], keys: tuple[str, ...]) -> list[str]:
-    """The keys, in order, that each split the runs further than the keys before them: enough
-    to tell the series apart, without a tag that only repeats what the campaign already says."""
-    chosen: list[str] = []
-    groups = 1
-    for key in keys:
-        combos = {json.dumps([_field(r, k) for k in (*chosen, key)], sort_keys=True, default=str) for r in runs}
-        if len(combos) > groups:
-            chosen.append(key)
-            groups = len(combos)
-    return chosen
+def _key_columns(mappings: list[dict], prefix: str, index: list[str]) -> pd.DataFrame:
+    """The mappings (params or tags) as one column per key, each value made a plain key (`_plain`)
+    where it is not already a number or a short text; at most MAX_KEYS_PER_KIND keys."""
+    table = pd.DataFrame.from_records(mappings, index=index) if mappings else pd.DataFrame(index=index)
+    table = table.iloc[:, :MAX_KEYS_PER_KIND]
+    table = table.loc[:, [isinstance(c, str) and 0 < len(c) <= MAX_KEY_VALUE_CHARS for c in table.columns]]
+    for column in table.columns:
+        values = table[column]
+        if pd.api.types.is_bool_dtype(values):
+            table[column] = values.map(_plain)
+        elif pd.api.types.is_numeric_dtype(values):
+            continue
+        elif (kind := pd.api.types.infer_dtype(values, skipna=True)) == "string":  # checked at once
+            too_long = values.str.len() > MAX_KEY_VALUE_CHARS
+            if too_long.any():
+                table[column] = values.where(~too_long)
+        elif kind != "empty":  # lists, mappings, mixed values: one by one
+            table[column] = values.map(lambda v: None if v is None or v != v else _plain(v))
+    table.columns = [f"{prefix}{c}" for c in table.columns]
+    return table.dropna(axis=1, how="all")
 
 
-def describe(run: dict, keys: list[str]) -> str:
-    """'2 nodes, interconnect=tcp, bind_to=core': a series label from the keys that vary
-    (a key the run does not have is left out)."""
-    parts = []
-    for key in keys:
-        value = _field(run, key)
-        if key == "node_count":
-            parts.append(f"{value} node{'s' if value != 1 else ''}")
-        elif value is not None:
-            parts.append(f"{key.removeprefix('tag:')}={value}")
-    return ", ".join(parts)
+def _plain(value):
+    """A parameter's value as a figure key: numbers and short text as they are, a list of plain
+    values joined by ',' (`grids`), anything else (a mapping, a long text) None: not a key."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int | float):
+        return value
+    if isinstance(value, str):
+        return value if len(value) <= MAX_KEY_VALUE_CHARS else None
+    if isinstance(value, list):
+        try:
+            joined = ",".join(value)  # the usual list: names ('1x4', '2x2')
+        except TypeError:
+            if not all(isinstance(v, str | int | float) for v in value):
+                return None
+            joined = ",".join([str(v) for v in value])
+        return joined if len(joined) <= MAX_KEY_VALUE_CHARS else None
+    return None
 
 
 def origin(run: dict) -> str | None:
@@ -108,29 +220,3 @@ def origin(run: dict) -> str | None:
         return run["campaign"]
     source = run["facts"].get("source_file")
     return source.rstrip("/").split("/")[-2] if source and "/" in source else None
-
-
-def tag_keys(runs: list[dict]) -> tuple[str, ...]:
-    return tuple(sorted({f"tag:{k}" for r in runs for k in r["tags"]}))
-
-
-def _field(run: dict, key: str):
-    if key == "node_count":
-        return run["node_count"]
-    if key == "origin":
-        return origin(run)
-    if key in ("campaign", "source"):
-        return run.get(key)
-    if key.startswith("tag:"):
-        return run["tags"].get(key[4:])
-    return run["params"].get(key)
-
-
-def group_values(rows: pd.DataFrame, key) -> dict:
-    """{group key: (values, run ids)} in first-seen order, for rows with a 'value' column."""
-    out: dict = defaultdict(lambda: ([], []))
-    for rec in rows.itertuples(index=False):
-        values, ids = out[key(rec)]
-        values.append(rec.value)
-        ids.append(rec.run_id)
-    return dict(out)

@@ -1,9 +1,10 @@
 """Stored runs as `clusterbench results` lists and exports them, and why a filter matched nothing.
 
-An export has one record per metric value, with its run's identity, status and parameters, so
-that a spreadsheet or a script needs no join. A listing that comes back empty although runs are
-stored says which filter value is stored nowhere (with the close names that are), since a typo
-in a campaign or metric name is the usual cause.
+An export has one record per metric value, with its run's identity, status, parameters and
+flags (analysis.flags: truncated, name-conflict, ...), so that a spreadsheet or a script needs
+no join. A listing that comes back empty although runs are stored says which filter value is
+stored nowhere (with the close names that are), since a typo in a campaign or metric name is
+the usual cause.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import json
 import sqlite3
 from dataclasses import dataclass
 
+from clusterbench.analysis.flags import run_flags
+from clusterbench.analysis.select import Selection, no_match_error, select_rows
 from clusterbench.errors import UserInputError
 from clusterbench.store.db import Store, decoded_run
 
@@ -29,13 +32,21 @@ class Listing:
 
 
 def list_runs(store: Store, benchmark: str | None = None, campaign: str | None = None, status: str | None = None,
-              metric: str | None = None, limit: int | None = None) -> Listing:
-    """The newest `limit` runs (None: all) that match, and their metric values as export records."""
-    rows = store.runs(benchmark=benchmark, campaign=campaign, status=status, limit=limit)
+              metric: str | None = None, limit: int | None = None, selection: Selection | None = None) -> Listing:
+    """The newest `limit` runs (None: all) that match the filters and the selection terms, and
+    their metric values as export records."""
+    selecting = selection is not None and (selection.terms or selection.conditions)
+    rows = store.runs(benchmark=benchmark, campaign=campaign, status=status, limit=None if selecting else limit)
     if not rows and (campaign, benchmark, status) != (None, None, None) and store.run_count():
         raise no_match(store, campaign=campaign, benchmark=benchmark, status=status)
+    if selecting:
+        rows = select_rows(store, selection, rows)
+        if not rows and store.run_count():
+            raise no_match_error(store, selection)
+        rows = rows[:limit] if limit else rows
     records = []
     for r in rows:
+        flags = row_flags(r)
         for m in store.metrics(r["id"]):
             if metric and m["name"] != metric:
                 continue
@@ -44,6 +55,7 @@ def list_runs(store: Store, benchmark: str | None = None, campaign: str | None =
                 "status": r["status"], "run_valid": as_bool(r["valid"]), "started_at": r["started_at"],
                 "params": json.loads(r["params"]), "metric": m["name"], "value": m["value"],
                 "unit": m["unit"], "labels": json.loads(m["labels"]), "metric_valid": bool(m["valid"]),
+                "flags": flags,
             })
     if metric and rows and not records:
         names = store.metric_names(r["id"] for r in rows)
@@ -52,6 +64,11 @@ def list_runs(store: Store, benchmark: str | None = None, campaign: str | None =
                              hint=("--limit 0 looks at every run; " if newest else "")
                              + suggest(metric, names, "their metrics"))
     return Listing(rows, records)
+
+
+def row_flags(row: sqlite3.Row) -> list[str]:
+    """analysis.flags.run_flags of a stored run row (its facts decoded)."""
+    return run_flags({"status": row["status"], "valid": row["valid"], "reason": row["reason"], "facts": _facts(row)})
 
 
 def _facts(row: sqlite3.Row) -> dict:
@@ -154,6 +171,7 @@ class RunDetails:
     def to_dict(self) -> dict:
         """The run as `results RUN_ID --format json` prints it: JSON columns and labels decoded."""
         data = decoded_run(self.row)
+        data["flags"] = row_flags(self.row)
         data["metrics"] = [dict(m) | {"labels": json.loads(m["labels"])} for m in self.metrics]
         data["artifacts"] = self.artifacts
         return data

@@ -33,6 +33,11 @@ INTERCONNECTS = {
     "ib": "infiniband", "ibv": "infiniband", "infiniband": "infiniband", "openib": "infiniband",
     "verbs": "infiniband", "rdma": "infiniband", "ucx": "ucx", "psm2": "omnipath", "opa": "omnipath",
     "omnipath": "omnipath", "ofi": "ofi", "libfabric": "ofi",
+    # Platform MPI's mpirun flags (-IBAL, -UDAPL, -PSM, ...) and Intel MPI's older I_MPI_FABRICS values:
+    # IBAL, uDAPL, VAPI, ITAPI and OFA are InfiniBand APIs; PSM (version 1) is QLogic/Intel TrueScale InfiniBand.
+    "ibal": "infiniband", "udapl": "infiniband", "dapl": "infiniband", "vapi": "infiniband",
+    "itapi": "infiniband", "ofa": "infiniband", "psm": "infiniband", "mx": "myrinet", "gm": "myrinet",
+    "myrinet": "myrinet", "elan": "quadrics", "quadrics": "quadrics", "uct": "ucx",
 }
 MAX_VALUE_CHARS = 200  # longer values are not names: left as they are
 _TOKENS = re.compile(r"[A-Za-z]+|\d+")

@@ -27,7 +27,8 @@ def import_outputs(
     tag: Annotated[list[str] | None, typer.Option(
         "--tag", help="Tag every imported run: --tag system=pi4-cluster (repeatable).")] = None,
     name_pattern: Annotated[str | None, typer.Option(
-        help="Read fields from file names: 'HPL.out.{nodes}_node_{n}_{nb}_{grids}.{blas}'.")] = None,
+        help="Read fields from file names: 'HPL.out.{nodes}_node_{n}_{nb}_{grids}.{blas}'; a type may be "
+             "given as {field:type} (int, float, str, grid, grids, blas, interconnect).")] = None,
     campaign: Annotated[str | None, typer.Option(help="Group the imported runs under this campaign name.")] = None,
     rpeak_node: Annotated[float | None, typer.Option(
         "--rpeak-node", help="Rpeak of one node of the system the files come from (Gflop/s): an HPL or HPCC "
@@ -39,7 +40,8 @@ def import_outputs(
 ) -> None:
     """Recognise HPL, HPCC, HPCG, IMB, OSU and STREAM outputs by content and store each result.
 
-    Importing the same files again stores nothing new (a content hash identifies each result).
+    Importing the same files again stores nothing new (a content hash identifies each result);
+    with --tag, the runs stored before get the tags ("retagged").
     """
     from clusterbench.bench.metrics import is_finite
     from clusterbench.errors import UserInputError
@@ -59,7 +61,8 @@ def import_outputs(
     if as_json:
         print(json.dumps({
             "database": str(store.path), "files": len(report.files), "stored": report.total("stored"),
-            "already_stored": report.total("duplicates"), "invalid": report.total("invalid"),
+            "already_stored": report.total("duplicates"), "retagged": report.total("retagged"),
+            "invalid": report.total("invalid"),
             "files_imported": report.imported,
             "skipped": [{"file": f.path, "reason": f.skipped} for f in skipped],
             "ignored": [{"file": f.path, "reason": f.note} for f in report.files if f.note and not f.skipped],
@@ -67,15 +70,19 @@ def import_outputs(
     else:
         if not quiet:
             table = Table(title=f"Imported into {escape(str(store.path))}", title_justify="left")
-            for col in ("file", "recognised as", "stored", "already stored", "invalid", "note"):
+            columns = ("file", "recognised as", "stored", "already stored", *(("retagged",) if tags else ()),
+                       "invalid", "note")
+            for col in columns:
                 table.add_column(col)
             for f in report.files:
                 note = f"skipped: {f.skipped}" if f.skipped else (f.note or "; ".join(f.invalid_reasons[:2]))
-                table.add_row(escape(_short(f.path)), f.kind or "-", str(f.stored), str(f.duplicates),
+                retagged = (str(f.retagged),) if tags else ()
+                table.add_row(escape(_short(f.path)), f.kind or "-", str(f.stored), str(f.duplicates), *retagged,
                               str(f.invalid), escape(note), style="yellow" if f.skipped else None)
             console.print(table)
-        console.print(f"{report.total('stored')} result(s) stored, {report.total('duplicates')} already stored, "
-                      f"{report.total('invalid')} invalid, from {len(report.files)} file(s)"
+        retagged = f" ({report.total('retagged')} retagged)" if tags and report.total("duplicates") else ""
+        console.print(f"{report.total('stored')} result(s) stored, {report.total('duplicates')} already stored"
+                      f"{retagged}, {report.total('invalid')} invalid, from {len(report.files)} file(s)"
                       + (f"; {len(skipped)} file(s) skipped" if skipped else ""), soft_wrap=True)
     if skipped:
         err_console.print(f"[yellow]warning:[/] {len(skipped)} file(s) skipped, nothing of them stored:",

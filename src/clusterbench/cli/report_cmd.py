@@ -40,15 +40,35 @@ def report(
     rpeak_node: Annotated[float | None, typer.Option(
         help="Rpeak of one node in Gflop/s, for runs without a stored system (imports).")] = None,
     rpeak_fraction: Annotated[float, typer.Option(help="Draw this fraction of Rpeak as a target line.")] = 0.75,
+    x: Annotated[str | None, typer.Option("--x", help="Key on the x axis of the figure(s) of --metric "
+                                          "(nb, bytes, threads, nodes, ...); default: inferred.")] = None,
+    series: Annotated[str | None, typer.Option(
+        help="Keys whose values are the lines, comma-separated (blas,interconnect); default: inferred.")] = None,
+    facet: Annotated[str | None, typer.Option(
+        help="Keys whose values are the panels (small multiples), comma-separated; default: inferred.")] = None,
+    best_over: Annotated[str | None, typer.Option(
+        help="Keys the best value is taken over, comma-separated (grid,tv,n); default: HPL's.")] = None,
+    mean: Annotated[bool, typer.Option("--mean", help="Mean with min-max bars instead of the best value.")]
+        = False,
+    metric: Annotated[str | None, typer.Option(
+        "--metric", help="The metric --x/--series/--facet/--best-over/--mean apply to (default: the HPL Rmax "
+                         "figures, else the first metric drawn); a metric no section draws gets its own figure.")]
+        = None,
+    spec: Annotated[Path | None, typer.Option(
+        "--spec", help="A report.yaml with figures to draw beside the inferred ones (docs/report.md).")] = None,
 ) -> None:
     """Write an HTML report (self-contained, printable), the same as Markdown, and the CSV behind
     every figure and table. Sections appear when the selection has data for them: System, HPL,
-    HPC Challenge, Network, Memory, Energy and lists."""
+    HPC Challenge, Network, Memory, Energy and lists. What each figure draws against what, one
+    line per what, is inferred from what varies; --x, --series, --facet, --best-over, --mean and
+    --spec say otherwise."""
     from clusterbench.analysis.lists import editions
     from clusterbench.analysis.select import parse_selection
+    from clusterbench.analysis.shape import Choice, check_choice
     from clusterbench.report.build import build
     from clusterbench.report.model import Options
     from clusterbench.report.render import write
+    from clusterbench.report.spec import load_spec
 
     for name, value in (("--power-watts", power_watts), ("--rmax", rmax), ("--rpeak-node", rpeak_node)):
         if value is not None and value <= 0:
@@ -58,6 +78,12 @@ def report(
     if top500 and top500 not in editions():  # checked even when no section will place the system
         raise UserInputError(f"no bundled TOP500 list {top500!r}", hint="choose from " + ", ".join(editions()))
     options = Options(power_watts, rpeak_node, rpeak_fraction, top500, rmax)
+    if any((x, series, facet, best_over, mean, metric)):
+        options.choice = Choice(metric=metric, x=x, series=_keys(series), facets=_keys(facet),
+                                best_over=_keys(best_over), mean=mean)
+        check_choice(options.choice)
+    if spec is not None:
+        options.figures = load_spec(spec)
     with open_store(read_only=True) as store:
         doc = build(store, parse_selection(selection, store), options, title)
     figures = sum(len(s.figures) for s in doc.sections)
@@ -73,6 +99,16 @@ def report(
         summary.add_row(section.title, str(len(section.figures)), str(len(section.tables)))
     console.print(summary)
     console.print(f"HTML: {escape(str(paths['html']))}\nMarkdown: {escape(str(paths['markdown']))}")
+
+
+def _keys(text: str | None) -> tuple[str, ...] | None:
+    """'blas, nodes' -> ('blas', 'nodes'); None when the option was not given."""
+    if text is None:
+        return None
+    keys = tuple(k.strip() for k in text.split(",") if k.strip())
+    if not keys:
+        raise UserInputError(f"no key in {text!r}", hint="give keys separated by commas, e.g. --series blas,nodes")
+    return keys
 
 
 @app.command()

@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from clusterbench.cli.app import app, console, open_store
+from clusterbench.errors import UserInputError
 from clusterbench.report import csvsafe
 
 
@@ -29,6 +30,11 @@ def results(
     campaign: Annotated[str | None, typer.Option(help="Only this campaign.")] = None,
     status: Annotated[str | None, typer.Option(help="Only this status (ok, invalid, failed, timeout).")] = None,
     metric: Annotated[str | None, typer.Option(help="Only this metric name (e.g. hpl_gflops).")] = None,
+    select: Annotated[list[str] | None, typer.Option(
+        "--select", metavar="TERMS",
+        help="Only runs matching these selection terms, comma-separated (repeatable): KEY=VALUE (also != >= <= "
+             "> <) on a tag, parameter, nodes, system or status, tag:K=V, param:K=V, fact:PATH=V, campaign:NAME, "
+             "e.g. --select blas=openblas-serial,nodes>=4.")] = None,
     limit: Annotated[int, typer.Option(help="At most this many runs (0: all).")] = 50,
     fmt: Annotated[Format, typer.Option("--format", help="table, csv or json.")] = Format.table,
     group_by: Annotated[str | None, typer.Option(
@@ -44,15 +50,17 @@ def results(
     (invalid ones are counted in n_invalid, never averaged in).
     """
     from clusterbench.analysis.listing import list_runs
+    from clusterbench.analysis.select import parse_selection
 
     with open_store(read_only=True) as store:
         if run_id:
             _show_run(store, run_id, fmt)
             return
+        selection = parse_selection(select, store) if select else None
         if group_by is not None or stat is not None:
-            _print_stats(store, campaign, benchmark, metric, group_by, stat, cv_warn, fmt)
+            _print_stats(store, campaign, benchmark, metric, group_by, stat, cv_warn, fmt, selection)
             return
-        listing = list_runs(store, benchmark, campaign, status, metric, limit or None)
+        listing = list_runs(store, benchmark, campaign, status, metric, limit or None, selection)
         if fmt == Format.json:
             print(json.dumps(listing.records, indent=2))
         elif fmt == Format.csv:
@@ -61,12 +69,15 @@ def results(
             _print_runs(store, listing.runs)
 
 
-def _print_stats(store, campaign, benchmark, metric, group_by, stat, cv_warn, fmt) -> None:
+def _print_stats(store, campaign, benchmark, metric, group_by, stat, cv_warn, fmt, selection=None) -> None:
     from clusterbench.analysis.stats import STATS, config_columns, parse_stats, stats_table
 
     stats = parse_stats(stat)
     keys = [g.strip() for g in group_by.split(",") if g.strip()] if group_by else None
-    table = stats_table(store, stats, campaign, benchmark, metric, keys, cv_warn)
+    if selection is not None:
+        table = _selected_stats(store, selection, stats, campaign, benchmark, metric, keys, cv_warn)
+    else:
+        table = stats_table(store, stats, campaign, benchmark, metric, keys, cv_warn)
     if fmt == Format.json:
         print(table.to_json(orient="records", indent=2))
         return
@@ -93,6 +104,30 @@ def _print_stats(store, campaign, benchmark, metric, group_by, stat, cv_warn, fm
             console.print(f"[yellow]warning[/]: {escape(label)}: {escape(rec['warning'])}")
 
 
+def _selected_stats(store, selection, stats, campaign, benchmark, metric, keys, cv_warn):
+    """stats_table over the runs a --select holds for: the same table, fewer samples."""
+    from clusterbench.analysis.listing import no_match
+    from clusterbench.analysis.select import no_match_error, select_rows
+    from clusterbench.analysis.stats import config_columns, metric_frame, summarise
+
+    frame = metric_frame(store, campaign, benchmark, metric)
+    if frame.empty:
+        if not store.run_count():
+            raise UserInputError(f"no runs stored yet in {store.path}", hint="store some with `clusterbench run`")
+        raise no_match(store, campaign=campaign, benchmark=benchmark, metric=metric)
+    ids = {row["id"] for row in select_rows(store, selection)}
+    if not ids:
+        raise no_match_error(store, selection)
+    frame = frame[frame["run_id"].isin(ids)]
+    if frame.empty:
+        raise UserInputError(f"the runs {selection.describe()!r} selects have no value of the metrics asked for",
+                             hint="drop --metric/--benchmark/--campaign, or list them: clusterbench results "
+                                  f"--select {selection.describe().replace(' ', ',')}")
+    table = summarise(frame, keys, cv_warn)
+    extra = ["ci95_low", "ci95_high"] if "ci95" in stats else []
+    return table[config_columns(table) + stats + extra + ["n_invalid", "warning"]]
+
+
 def _cell(value, column: str) -> str:
     if value is None or (isinstance(value, float) and value != value):
         return "-"
@@ -106,19 +141,34 @@ def _cell(value, column: str) -> str:
 def _write_csv(records: list[dict]) -> None:
     """Export records (analysis.listing) as CSV: dict cells as sorted JSON, text made formula-safe."""
     cols = ["run_id", "benchmark", "campaign", "status", "run_valid", "started_at", "params", "metric",
-            "value", "unit", "labels", "metric_valid"]
+            "value", "unit", "labels", "metric_valid", "flags"]
     w = csv.DictWriter(sys.stdout, fieldnames=cols, lineterminator="\n")
     w.writeheader()
     for rec in records:
-        w.writerow({k: csvsafe.cell(json.dumps(v, sort_keys=True) if isinstance(v, dict) else v)
-                    for k, v in rec.items()})
+        w.writerow({k: csvsafe.cell(_csv_value(v)) for k, v in rec.items()})
+
+
+def _csv_value(value):
+    """A CSV cell's value: dicts as sorted JSON, flag lists as 'a, b', numbers as plain Python numbers
+    (a numpy scalar would otherwise print as np.float64(...) inside a container)."""
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True, default=_plain)
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value)
+    return _plain(value) if hasattr(value, "item") else value
+
+
+def _plain(value):
+    """A numpy scalar as the Python number it holds; anything else as text."""
+    return value.item() if hasattr(value, "item") else str(value)
 
 
 def _print_runs(store, rows) -> None:
-    from clusterbench.analysis.listing import headline, placement
+    from clusterbench.analysis.listing import headline, placement, row_flags
 
     table = Table(title=f"Runs in {escape(str(store.path))}", title_justify="left")
-    for col in ("run id", "benchmark", "status", "params", "headline", "placement", "duration", "started (UTC)"):
+    for col in ("run id", "benchmark", "status", "params", "headline", "placement", "flags", "duration",
+                "started (UTC)"):
         table.add_column(col)
     for r in rows:
         params = json.loads(r["params"])
@@ -126,8 +176,9 @@ def _print_runs(store, rows) -> None:
         style = "green" if r["status"] == "ok" else "red"
         verdict = placement(r)[0]
         shown = "[bold red]MISMATCH[/]" if verdict == "mismatch" else escape(verdict)
+        flags = ", ".join(row_flags(r))
         table.add_row(r["id"], r["benchmark"], f"[{style}]{r['status']}[/]", escape(short),
-                      escape(headline(store, r["id"])), shown,
+                      escape(headline(store, r["id"])), shown, f"[yellow]{escape(flags)}[/]" if flags else "",
                       f"{r['duration_s']:.1f} s" if r["duration_s"] is not None else "-",
                       (r["started_at"] or "")[:19])
     console.print(table)
@@ -151,6 +202,8 @@ def _show_run(store, run_id: str, fmt: Format) -> None:
         print(json.dumps(data, indent=2, default=str))
         return
     console.print(f"[bold]{escape(run_id)}[/] {r['benchmark']} [{r['status']}] valid={as_bool(r['valid'])}")
+    if data["flags"]:
+        console.print(f"flags: [yellow]{escape(', '.join(data['flags']))}[/]")
     if r["reason"]:
         console.print(f"reason: {escape(r['reason'])}")
     verdict, problems = placement(r)

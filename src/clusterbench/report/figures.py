@@ -3,9 +3,14 @@
 Style: Okabe-Ito colours (distinguishable with the common colour-vision deficiencies) with
 a distinct marker per series so print in grey still separates them, labelled axes with
 units, log axes where the data spans decades, min-max bars over repeats, a legend outside
-the data, and constrained layout so labels do not overlap. Text stays text in the SVG
-(searchable, escaped by matplotlib), and ids are salted per figure so several SVGs can
+the data, and constrained layout so labels do not overlap. Small multiples share their axes
+and one legend, a series keeping its colour and marker in every panel. Text stays text in the
+SVG (searchable, escaped by matplotlib), and ids are salted per figure so several SVGs can
 live inline in one page.
+
+What a figure shows (x, series, panels, what is combined) is decided by analysis/shape.py;
+`shaped_figure` turns its drawing into the model's Figure, and the panels beyond the bound
+(or a figure with too many lines) into a Table of the same points.
 """
 
 from __future__ import annotations
@@ -15,8 +20,11 @@ import io
 import math
 from collections.abc import Iterable
 
+import numpy as np
+
+from clusterbench.analysis.shape import Drawing, name, size_text
 from clusterbench.report import csvsafe
-from clusterbench.report.model import Figure, Point, Series
+from clusterbench.report.model import Figure, Panel, Point, Series, Table
 
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
@@ -43,62 +51,199 @@ def aggregate(samples: Iterable[tuple[str, float, float, str]]) -> list[Series]:
     return out
 
 
+def shaped_figure(slug: str, title: str, x_label: str, y_label: str, drawing: Drawing,
+                  references: list[Series] = (), caption: str = "", **style) -> tuple[Figure | None, Table | None]:
+    """The drawing as a Figure of its drawn panels (references in each), and a Table of the
+    points it could not draw (panels beyond the bound, or all of them when too many lines)."""
+    panels = [Panel(p.title, [Series(s.label, [Point(pt.x, pt.y, pt.y_min, pt.y_max, pt.runs, pt.extra)
+                                                for pt in s.points]) for s in p.series]) for p in drawing.panels]
+    drawn, rest = panels[:drawing.drawn], panels[drawing.drawn:]
+    text = " ".join(t for t in (drawing.shape.caption(), caption) if t)
+    figure = None
+    if drawn and any(s.points for p in drawn for s in p.series):
+        for panel in drawn:
+            panel.series += [Series(r.label, list(r.points), reference=True) for r in references]
+        single = len(drawn) == 1 and not drawn[0].title
+        figure = Figure(slug, title, x_label, y_label, drawn[0].series if single else [], caption=text,
+                        panels=[] if single else drawn, **style)
+    table = None
+    if rest:
+        note = drawing.why_table or f"panels beyond the first {drawing.drawn} drawn"
+        table = points_table(f"{slug}-points", f"{title}: {'the values' if not drawn else 'further panels'}",
+                             x_label, y_label, rest, f"{note}. {text}")
+    return figure, table
+
+
+AXIS_LABELS = {"nb": "block size NB", "n": "problem size N", "nodes": "nodes", "bytes": "message size",
+               "workers": "threads x tasks", "threads": "threads", "ranks": "MPI ranks", "ppn": "processes per node"}
+
+
+def axis_label(key: str | None) -> str:
+    """How an x key is written under the axis."""
+    return AXIS_LABELS.get(key or "", name(key or ""))
+
+
+def points_table(slug: str, title: str, x_label: str, y_label: str, panels: list[Panel], note: str = "") -> Table:
+    """The points of these panels, one row each, with the winner's values of best-over points."""
+    extra = list(dict.fromkeys(k for p in panels for s in p.series for pt in s.points for k in pt.extra))
+    rows = [[p.title, s.label, pt.x, pt.y, pt.y_min, pt.y_max, *[pt.extra.get(k) for k in extra], pt.runs]
+            for p in panels for s in p.series if not s.reference for pt in s.points]
+    return Table(slug, title, ["panel", "series", x_label, y_label, "min", "max", *extra, "runs"], rows, note=note)
+
+
+def csv_number(value) -> str:
+    """A number as its exact Python repr ('53.859375'), never numpy's 'np.float64(53.859375)'."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    return repr(float(value)) if isinstance(value, float) else str(value)
+
+
 def csv_text(fig: Figure) -> str:
-    """The exact plotted values (repr of floats): one row per point, with the runs behind it; text
-    cells (series labels, run ids) are safe from formula injection, numbers are written as they are."""
+    """The exact plotted values (repr of floats): one row per point, with its panel, the runs
+    behind it and what a best-over point won with; text cells (series labels, run ids, winners'
+    values) are safe from formula injection, numbers are written as they are."""
+    panels = fig.all_panels()
+    extra = list(dict.fromkeys(k for p in panels for s in p.series for pt in s.points for k in pt.extra))
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(csvsafe.row(["series", "kind", fig.x_label, fig.y_label, "y_min", "y_max", "n_runs", "run_ids"]))
-    for s in fig.series:
-        for p in s.points:
-            w.writerow([csvsafe.cell(s.label), "reference" if s.reference else "measured", repr(p.x), repr(p.y),
-                        "" if p.y_min is None else repr(p.y_min), "" if p.y_max is None else repr(p.y_max),
-                        len(p.runs), csvsafe.cell(";".join(p.runs))])
+    w.writerow(csvsafe.row(["panel", "series", "kind", fig.x_label, fig.y_label, "y_min", "y_max", "n_runs",
+                            "run_ids", *extra]))
+    for panel in panels:
+        for s in panel.series:
+            for p in s.points:
+                kind = "reference" if s.reference else "measured"
+                w.writerow([csvsafe.cell(panel.title), csvsafe.cell(s.label), kind, csv_number(p.x),
+                            csv_number(p.y), "" if p.y_min is None else csv_number(p.y_min),
+                            "" if p.y_max is None else csv_number(p.y_max), len(p.runs),
+                            csvsafe.cell(";".join(p.runs)), *[csv_cell(p.extra.get(k)) for k in extra]])
     return buf.getvalue()
 
 
+def csv_cell(value):
+    """Any cell: nothing for missing, plain numbers, text safe from formula injection."""
+    kind = type(value)
+    if kind is str:
+        return csvsafe.cell(value)
+    if kind is int:
+        return value
+    if isinstance(value, np.generic):
+        value = value.item()
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int | float):
+        return csv_number(value)
+    return csvsafe.cell(str(value))
+
+
+MAX_SHARED_LEGEND = 16  # distinct series over all panels; beyond, each panel has its own legend
+PANEL_INCHES = (3.7, 2.4)  # one small multiple
+
+
 def svg_text(fig: Figure) -> str:
-    """The figure as an inline-able <svg> element (no XML prologue)."""
+    """The figure as an inline-able <svg> element (no XML prologue): one axes, or a grid of
+    small multiples sharing both axes and one legend below them."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+    panels = fig.all_panels()
+    measured = list(dict.fromkeys(s.label for p in panels for s in p.series if not s.reference))
+    style = {label: i for i, label in enumerate(measured)}  # a series looks the same in every panel
     with matplotlib.rc_context(_STYLE | {"svg.hashsalt": fig.slug}):
-        figure, ax = plt.subplots(figsize=(7.5, 4.6), layout="constrained")
-        measured = [s for s in fig.series if not s.reference]
-        for i, s in enumerate(measured):
-            colour, marker = OKABE_ITO[i % len(OKABE_ITO)], MARKERS[i % len(MARKERS)]
-            xs, ys = [p.x for p in s.points], [p.y for p in s.points]
-            lower = [p.y - p.y_min if p.y_min is not None else 0.0 for p in s.points]
-            upper = [p.y_max - p.y if p.y_max is not None else 0.0 for p in s.points]
-            ax.errorbar(xs, ys, yerr=[lower, upper] if any(lower) or any(upper) else None, color=colour,
-                        marker=marker, markersize=5, linewidth=1.4, capsize=3, label=s.label)
-        for i, s in enumerate(r for r in fig.series if r.reference):
-            ax.plot([p.x for p in s.points], [p.y for p in s.points], color="#555555",
-                    linestyle=REFERENCE_STYLES[i % len(REFERENCE_STYLES)], linewidth=1.2, label=s.label)
-        if fig.x_log:
-            ax.set_xscale("log", base=fig.x_log)
-        if fig.y_log:
-            ax.set_yscale("log", base=fig.y_log)
-        if fig.x_bytes:  # a labelled tick every 16x, unlabelled ones every 2x: no crowding
-            ax.xaxis.set_major_locator(LogLocator(base=16))
-            ax.xaxis.set_minor_locator(LogLocator(base=2, subs=(1.0,), numticks=64))
-            ax.xaxis.set_minor_formatter(NullFormatter())
-            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: size_label(v)))
-        if fig.x_integer:
-            _integer_ticks(ax, sorted({p.x for s in measured for p in s.points}))
-        ax.set_xlabel(fig.x_label)
-        ax.set_ylabel(fig.y_label)
-        ax.set_title(fig.title)
-        if not fig.y_log:
-            ax.set_ylim(bottom=0)
-        ax.grid(True, which="major", color="#dddddd", linewidth=0.6)
-        if len(fig.series) > 1 or measured and measured[0].label:  # below the axes, never over data
-            figure.legend(loc="outside lower center", ncol=2 if len(fig.series) > 1 else 1, frameon=False,
-                          fontsize=8)
-        return svg_element(figure)
+        if len(panels) == 1:
+            figure, ax = plt.subplots(figsize=(7.5, 4.6), layout="constrained")
+            _draw_panel(ax, fig, panels[0], style, minor=True)
+            if not fig.y_log:
+                ax.set_ylim(bottom=0)
+            ax.set_xlabel(fig.x_label)
+            ax.set_ylabel(fig.y_label)
+            ax.set_title(f"{fig.title}: {panels[0].title}" if panels[0].title else fig.title)
+            handles = _handles([ax])
+            if len(handles) > 1 or any(handles):  # below the axes, never over data
+                figure.legend(list(handles.values()), list(handles), loc="outside lower center",
+                              ncol=1 if len(handles) == 1 else 2, frameon=False, fontsize=8)
+            return svg_element(figure)
+        return svg_element(_small_multiples(plt, fig, panels, style, len(measured) <= MAX_SHARED_LEGEND))
+
+
+def _small_multiples(plt, fig: Figure, panels: list[Panel], style: dict[str, int], shared_legend: bool):
+    """A grid of panels laid out by hand (a constrained layout of a dozen axes costs seconds)."""
+    columns = 2 if len(panels) <= 4 else 3
+    rows = math.ceil(len(panels) / columns)
+    labels = len({s.label for p in panels for s in p.series}) if shared_legend else 0
+    legend_columns = min(4, max(1, labels))
+    top, left, right = 0.55, 0.75, 0.15
+    bottom = 0.55 + (0.2 * math.ceil(labels / legend_columns) if labels else 0.0)
+    width, height = PANEL_INCHES[0] * columns + left + right, PANEL_INCHES[1] * rows + top + bottom
+    figure, axes = plt.subplots(rows, columns, figsize=(width, height), sharex=True, sharey=True, squeeze=False)
+    figure.subplots_adjust(left=left / width, right=1 - right / width, top=1 - top / height,
+                           bottom=bottom / height, hspace=0.45, wspace=0.12)
+    flat = list(axes.flat)
+    for i, (ax, panel) in enumerate(zip(flat, panels, strict=False)):
+        _draw_panel(ax, fig, panel, style, minor=False)
+        ax.set_title(panel.title, fontsize=8)
+        if i + columns >= len(panels):  # nothing drawn below it: it carries the x tick labels
+            ax.xaxis.set_tick_params(labelbottom=True)
+        if not shared_legend and panel.series:
+            ax.legend(fontsize=6, frameon=False)
+    for ax in flat[len(panels):]:
+        ax.set_visible(False)
+    if not fig.y_log:  # once all panels are drawn: the shared axis then spans every panel's data
+        flat[0].set_ylim(bottom=0)
+    figure.suptitle(fig.title, fontsize=10, y=1 - 0.12 / height, va="top")
+    figure.supxlabel(fig.x_label, fontsize=9, y=(bottom - 0.42) / height, va="bottom")
+    figure.supylabel(fig.y_label, fontsize=9, x=0.12 / width, ha="left")
+    handles = _handles(flat)
+    if shared_legend and (len(handles) > 1 or any(handles)):
+        figure.legend(list(handles.values()), list(handles), loc="lower center", bbox_to_anchor=(0.5, 0.0),
+                      ncol=legend_columns, frameon=False, fontsize=8)
+    return figure
+
+
+def _handles(axes) -> dict[str, object]:
+    """label -> one artist of it, over all axes (a series drawn in several panels is listed once)."""
+    handles: dict[str, object] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(label, handle)
+    return handles
+
+
+def _draw_panel(ax, fig: Figure, panel: Panel, style: dict[str, int], minor: bool) -> None:
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
+
+    measured = [s for s in panel.series if not s.reference]
+    for s in measured:
+        i = style[s.label]
+        colour, marker = OKABE_ITO[i % len(OKABE_ITO)], MARKERS[(i + i // len(OKABE_ITO)) % len(MARKERS)]
+        xs, ys = [p.x for p in s.points], [p.y for p in s.points]
+        # max(0, ...): the mean of equal values can differ from them in the last bit
+        lower = [max(0.0, p.y - p.y_min) if p.y_min is not None else 0.0 for p in s.points]
+        upper = [max(0.0, p.y_max - p.y) if p.y_max is not None else 0.0 for p in s.points]
+        ax.errorbar(xs, ys, yerr=[lower, upper] if any(lower) or any(upper) else None, color=colour,
+                    marker=marker, markersize=5 if minor else 3.5, linewidth=1.4 if minor else 1.1, capsize=3,
+                    label=s.label or None)
+    for i, s in enumerate(r for r in panel.series if r.reference):
+        ax.plot([p.x for p in s.points], [p.y for p in s.points], color="#555555",
+                linestyle=REFERENCE_STYLES[i % len(REFERENCE_STYLES)], linewidth=1.2, label=s.label)
+    if fig.x_log:
+        ax.set_xscale("log", base=fig.x_log)
+    if fig.y_log:
+        ax.set_yscale("log", base=fig.y_log)
+        if not minor:  # small multiples: no minor ticks (each costs a text layout, in every panel)
+            ax.yaxis.set_minor_locator(NullLocator())
+    if fig.x_bytes:  # a labelled tick every 16x, unlabelled ones every 2x: no crowding
+        ax.xaxis.set_major_locator(LogLocator(base=16))
+        ax.xaxis.set_minor_locator(LogLocator(base=2, subs=(1.0,), numticks=64) if minor else NullLocator())
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: size_label(v)))
+    if fig.x_integer:
+        _integer_ticks(ax, sorted({p.x for q in fig.all_panels() for s in q.series if not s.reference
+                                   for p in s.points}))
+    ax.grid(True, which="major", color="#dddddd", linewidth=0.6)
 
 
 def svg_element(figure) -> str:
@@ -138,12 +283,7 @@ def range_text(point: Point | None) -> str | None:
 
 def size_label(nbytes: float) -> str:
     """4096 -> '4 KiB': message sizes as people say them."""
-    if nbytes <= 0 or not math.isfinite(nbytes):
-        return "0 B"
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:g} {unit}"
-    return f"{nbytes:g} B"
+    return size_text(nbytes)
 
 
 # No RDF block: its date would make every report differ and its namespaces look like URLs.

@@ -1,21 +1,29 @@
-"""Memory section: STREAM rates against the number of threads or tasks, per placement.
+"""Memory section: STREAM rates against the number of threads (or threads x tasks), one line per
+pinning strategy (places, bind_to, pinning, a tag: whatever tells the runs apart), the JSC
+study's figure.
 
-x is threads x ranks (the processes and threads that share the memory system), y the rate
-in GB/s (10^9 byte/s, STREAM's own MB/s divided by 1000). Triad is drawn; the table gives
-all four kernels. What it draws is what the benchmarks declare (bench/declare.py): every metric
-with a `memory` use, its role the kernel (the table's columns, in declared order).
+x is the threads (or threads x ranks, the processes and threads that share the memory system),
+y the rate in GB/s (10^9 byte/s, STREAM's own MB/s divided by 1000). Triad is drawn; the table
+gives all four kernels. What it draws is what the benchmarks declare (bench/declare.py): every
+metric with a `memory` use, its role the kernel (the table's columns, in declared order). The
+shape (x, lines, panels) is inferred once from what varies (analysis/shape.py) and used for
+every kernel, so the table's rows are the figure's points.
 """
 
 from __future__ import annotations
 
-from clusterbench.analysis.dataset import Dataset, describe, tag_keys, varying
+import pandas as pd
+
+from clusterbench.analysis import shape
+from clusterbench.analysis.dataset import Dataset
 from clusterbench.bench import registry
-from clusterbench.report.figures import aggregate, range_text
-from clusterbench.report.model import Figure, Section, Table
+from clusterbench.report.figures import axis_label, range_text, shaped_figure
+from clusterbench.report.model import Point, Section, Table
 
 UNIT = "GB/s"
 DRAWN_KERNEL = "triad"  # the one kernel drawn as a figure
-PLACEMENT_KEYS = ("node_count", "origin", "bind_to", "map_by", "places")
+SERIES = ("pinning", "places", "proc_bind", "bind", "bind_to", "map_by", "rank_by", *shape.DEFAULT_SERIES)
+FAMILY = shape.Family(x=("workers", "threads", "ranks"), series=tuple(dict.fromkeys(SERIES)))
 
 
 def metrics() -> set[str]:
@@ -27,40 +35,58 @@ def workers(run: dict) -> int:
     return int(p.get("threads") or 1) * int(p.get("ranks") or 1)
 
 
-def section(data: Dataset, _options) -> Section | None:
+def section(data: Dataset, options) -> Section | None:
     drawn = registry.drawn("memory")
-    benchmarks = list(dict.fromkeys(d.benchmark for d in drawn))
     kernels = list(dict.fromkeys(d.use.role for d in drawn))
-    by_name = {d.spec.name: (d.use.role, d.spec.shown(d.use, UNIT)) for d in drawn}
-    runs = data.runs_of(*benchmarks)
-    rows = data.of(*by_name)
-    rows = rows[rows["benchmark"].isin(benchmarks)]
-    if rows.empty:
+    per_kernel: dict[str, list[pd.DataFrame]] = {k: [] for k in kernels}
+    names: dict[str, list[str]] = {k: [] for k in kernels}
+    for d in drawn:
+        rows = data.of(d.spec.name)
+        rows = rows[rows["benchmark"] == d.benchmark]
+        names[d.use.role].append(d.spec.name)
+        if len(rows):
+            shown = d.spec.shown(d.use, UNIT)
+            per_kernel[d.use.role].append(shape.frame(data, rows, shown(rows["value"].astype(float)),
+                                                      label_keys=d.spec.labels))
+    values = {k: pd.concat(v, ignore_index=True) for k, v in per_kernel.items() if v}
+    if not values:
         return None
-    keys = varying(runs, PLACEMENT_KEYS + tag_keys(runs))
-    samples: dict[str, list] = {k: [] for k in kernels}
-    for rec in rows.itertuples(index=False):
-        run = data.runs[rec.run_id]
-        label = describe(run, keys) or "STREAM"
-        kernel, shown = by_name[rec.name]
-        samples[kernel].append((label, workers(run), shown(rec.value), rec.run_id))
-    per_kernel = {k: aggregate(v) for k, v in samples.items()}
+    first = DRAWN_KERNEL if DRAWN_KERNEL in values else next(iter(values))
+    choice = next((options.choice_for(names[k]) for k in values if options.choice_for(names[k])), None)
+    found = shape.infer(values[first], FAMILY, choice)
+    drawings = {k: shape.draw(_with(v, values[first]), found, default_label="STREAM") for k, v in values.items()}
     out = Section("memory", "Memory bandwidth (STREAM)", [
         "Best-of-iterations rate as STREAM reports it, in GB/s = 10^9 byte/s. Points are means over "
         "repeats; bars span the minimum and maximum."])
-    if per_kernel.get(DRAWN_KERNEL):
-        out.figures.append(Figure("memory-stream-triad", "STREAM Triad against threads x tasks",
-                                  "threads x tasks", "Triad (GB/s)", per_kernel[DRAWN_KERNEL], x_integer=True))
-    table = Table("memory-stream-table", "STREAM rates (GB/s): mean (min-max)",
-                  ["placement", "threads x tasks", *kernels, "runs"], [])
-    index: dict[tuple, dict] = {}
-    for kernel, series in per_kernel.items():
-        for s in series:
-            for p in s.points:
-                index.setdefault((s.label, p.x), {})[kernel] = p
-    for (label, x), cells in sorted(index.items()):
-        runs_here = sorted({r for p in cells.values() for r in p.runs})
-        table.rows.append([label, int(x), *[range_text(cells.get(k)) for k in kernels], runs_here])
-    out.tables.append(table)
+    if DRAWN_KERNEL in drawings:
+        what = axis_label(found.x)
+        figure, table = shaped_figure("memory-stream-triad", choice.title if choice and choice.title else
+                                      f"STREAM Triad against {what}", what, "Triad (GB/s)", drawings[DRAWN_KERNEL],
+                                      x_integer=True)
+        out.figures += [figure] if figure else []
+        out.tables += [table] if table else []
+    out.tables.insert(0, _table(drawings, kernels, axis_label(found.x)))
     return out
 
+
+def _with(values: pd.DataFrame, like: pd.DataFrame) -> pd.DataFrame:
+    """`values` with every key column `like` has (missing ones empty): one shape fits all kernels."""
+    missing = [c for c in like.columns if c not in values.columns]
+    return values.assign(**{c: None for c in missing}) if missing else values
+
+
+def _table(drawings: dict[str, shape.Drawing], kernels: list[str], x_label: str) -> Table:
+    """One row per line and x value: every kernel's mean (min-max) and the runs behind them."""
+    index: dict[tuple, dict] = {}
+    for kernel, drawing in drawings.items():
+        for panel in drawing.panels:
+            for s in panel.series:
+                label = f"{panel.title}, {s.label}" if panel.title else s.label
+                for p in s.points:
+                    index.setdefault((label, p.x), {})[kernel] = Point(p.x, p.y, p.y_min, p.y_max, p.runs)
+    table = Table("memory-stream-table", "STREAM rates (GB/s): mean (min-max)",
+                  ["placement", x_label, *kernels, "runs"], [])
+    for (label, x), cells in sorted(index.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        runs_here = sorted({r for p in cells.values() for r in p.runs})
+        table.rows.append([label, shape.plain(x), *[range_text(cells.get(k)) for k in kernels], runs_here])
+    return table

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from clusterbench.analysis.shape import Choice
+
 
 @dataclass
 class Point:
@@ -17,6 +19,9 @@ class Point:
     y_min: float | None = None  # range over repeats (error bar), None for a single value
     y_max: float | None = None
     runs: list[str] = field(default_factory=list)
+    # What else a point stands for, written as CSV columns: for a best-over point the winner's
+    # values of the keys it was best over (grid, T/V variant, N) and how many values it beat.
+    extra: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -24,6 +29,14 @@ class Series:
     label: str
     points: list[Point] = field(default_factory=list)
     reference: bool = False  # a drawn line that is not a measurement (Rpeak, a fraction of it)
+
+
+@dataclass
+class Panel:
+    """One of a figure's small multiples: the series of one facet value (a node count, ...)."""
+
+    title: str
+    series: list[Series]
 
 
 @dataclass
@@ -38,9 +51,15 @@ class Figure:
     x_bytes: bool = False  # x ticks as 1 KiB, 1 MiB, ...
     x_integer: bool = False  # ticks at the data's x values (NB, node counts, threads)
     caption: str = ""
+    # Small multiples sharing the axes and one legend; empty: one panel drawn from `series`.
+    panels: list[Panel] = field(default_factory=list)
+
+    def all_panels(self) -> list[Panel]:
+        """The panels drawn: `panels`, or the figure's own series as one untitled panel."""
+        return self.panels or [Panel("", self.series)]
 
     def has_data(self) -> bool:
-        return any(s.points for s in self.series if not s.reference)
+        return any(s.points for panel in self.all_panels() for s in panel.series if not s.reference)
 
 
 @dataclass
@@ -92,3 +111,11 @@ class Options:
     rpeak_fraction: float = 0.75  # the dashed "target" line under Rpeak
     top500_edition: str | None = None  # e.g. 2020-06; default: the newest bundled list
     rmax_gflops: float | None = None  # place a result measured elsewhere instead of the best stored one
+    # --x/--series/--facet/--best-over/--mean for the figures of choice.metric (None: resolved by build:
+    # the HPL Rmax figures, else the first metric drawn); and the figures of --spec report.yaml
+    choice: Choice | None = None
+    figures: list[Choice] = field(default_factory=list)
+
+    def choice_for(self, names) -> Choice | None:
+        """The user's choice when it is about one of these metrics."""
+        return self.choice if self.choice is not None and self.choice.metric in set(names) else None

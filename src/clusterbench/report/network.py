@@ -1,5 +1,9 @@
-"""Network section: one-way latency and bandwidth against message size, per placement or
-interconnect, with min-max bars over repeats, and the tables at the sizes people quote.
+"""Network section: one-way latency and bandwidth against message size, one line per benchmark,
+interconnect and host count (and whatever else varies: a placement, a tag), with min-max bars
+over repeats, and the tables at the sizes people quote.
+
+Unlike things are never pooled: shared memory, TCP and InfiniBand, one host and two, are separate
+lines (analysis/shape.py decides from what varies; more than 8 lines become small multiples).
 
 What it draws is what the benchmarks declare (bench/declare.py): every metric with a `network`
 use, in the role `latency` or `bandwidth`, labelled with the message size (`bytes`). Sources
@@ -11,14 +15,26 @@ metric declares (IMB values are multiplied by 1.048576). All three time the one-
 
 from __future__ import annotations
 
-from clusterbench.analysis.dataset import Dataset, describe, tag_keys, varying
+import pandas as pd
+
+from clusterbench.analysis import shape
+from clusterbench.analysis.dataset import Dataset
 from clusterbench.bench import registry
-from clusterbench.report.figures import aggregate, range_text, size_label
-from clusterbench.report.model import Figure, Section, Series, Table
+from clusterbench.report.figures import axis_label, range_text, shaped_figure, size_label
+from clusterbench.report.model import Figure, Point, Section, Table
 
 UNITS = {"latency": "us", "bandwidth": "MB/s"}  # what each role is drawn in
-PLACEMENT_KEYS = ("node_count", "origin", "interconnect", "net_if", "map_by", "bind_to", "rank_by")
+SERIES = ("benchmark", "interconnect", "nodes", "system", "net_if", "map_by", "bind_to", "rank_by", "pinning",
+          *shape.DEFAULT_SERIES)
+RANGE_KEYS = ("min_bytes", "max_bytes", "min_log2", "max_log2", "tests", "iter", "iterations", "warmup", "iter_policy")
+# the sizes a run swept (the x axis's range) and how long it measured each: how, not what, it measured
+FAMILY = shape.Family(x=("bytes",), series=tuple(dict.fromkeys(SERIES)), nuisance=RANGE_KEYS,
+                      always=("benchmark", "nodes"))
 QUOTED_SIZES = (0, 1024, 8192, 32768)
+FIGURES = {"latency": ("network-latency", "One-way latency against message size", "latency (us)"),
+           "bandwidth": ("network-bandwidth", "Bandwidth against message size", "bandwidth (MB/s)")}
+TABLES = {"latency": ("network-latency-table", "Latency (us) at quoted sizes"),
+          "bandwidth": ("network-bandwidth-table", "Bandwidth (MB/s) at quoted sizes")}
 
 
 def sources() -> dict[str, list[registry.Drawn]]:
@@ -34,53 +50,80 @@ def metrics() -> set[str]:
     return {d.spec.name for drawn in sources().values() for d in drawn}
 
 
-def section(data: Dataset, _options) -> Section | None:
-    samples: dict[str, list] = {role: [] for role in UNITS}
+def values_of(data: Dataset) -> tuple[dict[str, pd.DataFrame], dict[str, str], dict[str, list[str]]]:
+    """role -> every drawn value in the role's unit (one frame over all sources), benchmark ->
+    the title its values are drawn under (IMB PingPong), role -> the metric names drawn."""
+    frames: dict[str, list[pd.DataFrame]] = {role: [] for role in UNITS}
+    titles: dict[str, str] = {}
+    names: dict[str, list[str]] = {role: [] for role in UNITS}
     for bench, drawn in sources().items():
-        runs = data.runs_of(bench)
-        if not runs:
+        if not data.runs_of(bench):
             continue
-        keys = varying(runs, PLACEMENT_KEYS + tag_keys(runs)) or ["node_count"]
-        by_name = {d.spec.name: (d.use, d.spec.shown(d.use, UNITS[d.use.role])) for d in drawn}
-        for rec in data.of(*by_name).itertuples(index=False):
-            use, shown = by_name[rec.name]
-            if not use.selects(rec.labels):  # IMB: PingPong only
+        for d in drawn:
+            rows = data.of(d.spec.name)
+            rows = rows[rows["benchmark"] == bench]
+            names[d.use.role].append(d.spec.name)
+            if rows.empty:
                 continue
-            series = f"{use.title}, {describe(data.runs[rec.run_id], keys)}"
-            size = float(rec.labels.get("bytes", 0))
-            samples[use.role].append((series, size, shown(rec.value), rec.run_id))
-    latency, bandwidth = samples["latency"], samples["bandwidth"]
-    if not latency and not bandwidth:
+            shown = d.spec.shown(d.use, UNITS[d.use.role])
+            values = shape.frame(data, rows, shown(rows["value"].astype(float)), label_keys=d.spec.labels)
+            for key, wanted in d.use.where:  # IMB: PingPong only (a value without the label is drawn)
+                if key in values:
+                    values = values[values[key].isna() | (values[key] == wanted)]
+            titles[bench] = d.use.title or bench
+            frames[d.use.role].append(values)
+    joined = {role: pd.concat(parts, ignore_index=True) for role, parts in frames.items() if parts}
+    return {role: v for role, v in joined.items() if len(v)}, titles, names
+
+
+def section(data: Dataset, options) -> Section | None:
+    values, titles, names = values_of(data)
+    if not values:
         return None
-    lat_series, bw_series = aggregate(latency), aggregate(bandwidth)
     out = Section("network", "Network", [
         "One-way times (half the round trip). Bandwidth in MB/s = 10^6 byte/s; IMB's MiB/s are converted. "
         "Points are means over repeats, bars the minimum and maximum; 0-byte messages appear in the tables "
-        "only (a log axis has no zero)."])
-    if lat_series:
-        out.figures.append(Figure("network-latency", "One-way latency against message size", "message size",
-                                  "latency (us)", _positive(lat_series), x_log=2, y_log=10, x_bytes=True))
-    if bw_series:
-        out.figures.append(Figure("network-bandwidth", "Bandwidth against message size", "message size",
-                                  "bandwidth (MB/s)", _positive(bw_series), x_log=2, y_log=10, x_bytes=True))
-    out.tables += [t for t in (_at_sizes("network-latency-table", "Latency (us) at quoted sizes", lat_series),
-                               _at_sizes("network-bandwidth-table", "Bandwidth (MB/s) at quoted sizes", bw_series))
-                   if t.rows]
+        "only (a log axis has no zero). Different interconnects, host counts and benchmarks are never "
+        "averaged together."])
+    tables = []
+    for role in UNITS:
+        if role not in values:
+            continue
+        choice = options.choice_for(names[role]) if options is not None else None
+        found = shape.infer(values[role], FAMILY, choice)
+        drawing = shape.draw(values[role], found, names={"benchmark": titles})
+        slug, title, y_label = FIGURES[role]
+        by_size = found.x == "bytes"
+        figure, table = shaped_figure(slug, choice.title if choice and choice.title else title,
+                                      axis_label(found.x), y_label, drawing, x_log=2 if by_size else None,
+                                      y_log=10 if by_size else None, x_bytes=by_size, x_integer=not by_size)
+        if figure and by_size:
+            _positive(figure)
+        out.figures += [figure] if figure else []
+        out.tables += [table] if table else []
+        if by_size:
+            tables.append(_at_sizes(*TABLES[role], drawing))
+    out.tables = [t for t in tables if t.rows] + out.tables
     return out
 
 
-def _positive(series: list[Series]) -> list[Series]:
-    return [Series(s.label, [p for p in s.points if p.x > 0 and p.y > 0]) for s in series]
+def _positive(figure: Figure) -> None:
+    """A log axis has no zero: 0-byte points (and any value <= 0) stay in the tables and the CSV only."""
+    for panel in figure.all_panels():
+        for s in panel.series:
+            s.points = [p for p in s.points if p.x > 0 and p.y > 0]
 
 
-def _at_sizes(slug: str, title: str, series: list[Series]) -> Table:
-    """Mean (min-max) at 0 B, 1 KiB, 8 KiB, 32 KiB and the largest size measured."""
+def _at_sizes(slug: str, title: str, drawing: shape.Drawing) -> Table:
+    """Mean (min-max) at 0 B, 1 KiB, 8 KiB, 32 KiB and the largest size measured, per line."""
     table = Table(slug, title, ["series", *[size_label(s) for s in QUOTED_SIZES], "largest size", "runs"], [])
-    for s in series:
-        by_x = {p.x: p for p in s.points}
-        cells = [range_text(by_x.get(float(size))) for size in QUOTED_SIZES]
-        top = s.points[-1] if s.points else None
-        runs = sorted({r for p in s.points for r in p.runs})
-        table.rows.append([s.label, *cells, f"{range_text(top)} at {size_label(top.x)}" if top else None, runs])
+    for panel in drawing.panels:
+        for s in panel.series:
+            points = [Point(p.x, p.y, p.y_min, p.y_max, p.runs) for p in s.points]
+            by_x = {p.x: p for p in points}
+            cells = [range_text(by_x.get(float(size))) for size in QUOTED_SIZES]
+            top = points[-1] if points else None
+            runs = sorted({r for p in points for r in p.runs})
+            label = f"{panel.title}, {s.label}" if panel.title else s.label
+            table.rows.append([label, *cells, f"{range_text(top)} at {size_label(top.x)}" if top else None, runs])
     return table
-

@@ -5,6 +5,11 @@ The HTML inlines its CSS and SVG figures and carries a Content-Security-Policy t
 every fetch, so it opens offline and cannot call home even if a value slipped through.
 Every value is escaped by Jinja2's autoescaping (host names, tags and outputs are user
 data); the SVGs are matplotlib's, whose text it escapes itself.
+
+The HTML stays readable (and a few MB) over 100,000 runs: a table shows its first
+MAX_HTML_ROWS rows and says where the rest are (its CSV, always complete), and the runs
+appendix lists at most MAX_APPENDIX_RUNS runs, those the tables and figures point at first;
+runs.csv lists every run. A link is only drawn to a run the appendix lists.
 """
 
 from __future__ import annotations
@@ -17,15 +22,24 @@ from pathlib import Path
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from clusterbench import __version__
+from clusterbench.analysis.dataset import gc_paused
+from clusterbench.analysis.shape import plain
 from clusterbench.report import csvsafe
-from clusterbench.report.figures import csv_text, svg_text
+from clusterbench.report.figures import csv_cell, csv_text, svg_text
 from clusterbench.report.model import Report, Table
 
 MAX_RUN_LINKS = 6  # a cell links this many runs, the CSV lists them all
+MAX_HTML_ROWS = 200  # rows of a table shown in the HTML and Markdown; the CSV has them all
+MAX_APPENDIX_RUNS = 500  # runs listed in the HTML appendix; runs.csv has them all
 
 
 def write(report: Report, out: Path, on_step: Callable[[str], None] | None = None) -> dict[str, Path]:
     """All files of the report into `out`; returns {'html': ..., 'markdown': ...}."""
+    with gc_paused():
+        return _write(report, out, on_step)
+
+
+def _write(report: Report, out: Path, on_step: Callable[[str], None] | None) -> dict[str, Path]:
     out.mkdir(parents=True, exist_ok=True)
     svgs: dict[str, str] = {}
     for section in report.sections:
@@ -43,8 +57,11 @@ def write(report: Report, out: Path, on_step: Callable[[str], None] | None = Non
             (out / f"{table.slug}.csv").write_text(table_csv(table), encoding="utf-8")
     (out / "runs.csv").write_text(table_csv(report.runs), encoding="utf-8")
     html = out / "report.html"
+    appendix = appendix_rows(report)
+    listed = {row[0][0] for row in appendix}
     html.write_text(_environment().get_template("report.html.j2").render(
-        report=report, svgs=svgs, cells=html_cells, version=__version__), encoding="utf-8")
+        report=report, svgs=svgs, cells=lambda row: html_cells(row, listed), shown=shown_rows, appendix=appendix,
+        max_rows=MAX_HTML_ROWS, version=__version__), encoding="utf-8")
     markdown = out / "report.md"
     markdown.write_text(to_markdown(report), encoding="utf-8")
     return {"html": html, "markdown": markdown}
@@ -56,8 +73,42 @@ def _environment() -> Environment:
                        trim_blocks=True, lstrip_blocks=True)
 
 
+def shown_rows(table: Table) -> list[list]:
+    """The rows a page shows: the first MAX_HTML_ROWS (the CSV beside it has all of them)."""
+    return table.rows[:MAX_HTML_ROWS]
+
+
+def linked_runs(report: Report) -> list[str]:
+    """Run ids in the order the report points at them: table cells first, then figure points."""
+    seen: dict[str, None] = {}
+    for section in report.sections:
+        for table in section.tables:
+            for row in shown_rows(table):
+                for value in row:
+                    if isinstance(value, list):
+                        seen.update(dict.fromkeys(value[:MAX_RUN_LINKS]))
+        for fig in section.figures:
+            for panel in fig.all_panels():
+                for series in panel.series:
+                    for point in series.points:
+                        seen.update(dict.fromkeys(point.runs[:MAX_RUN_LINKS]))
+    return list(seen)
+
+
+def appendix_rows(report: Report) -> list[list]:
+    """At most MAX_APPENDIX_RUNS rows of the runs table: the runs linked to, then the others."""
+    rows = report.runs.rows
+    if len(rows) <= MAX_APPENDIX_RUNS:
+        return rows
+    by_id = {row[0][0]: row for row in rows}
+    first = [by_id[i] for i in linked_runs(report) if i in by_id][:MAX_APPENDIX_RUNS]
+    chosen = {row[0][0] for row in first}
+    return first + [row for row in rows if row[0][0] not in chosen][:MAX_APPENDIX_RUNS - len(first)]
+
+
 def text(value) -> str:
     """A cell as people read it: floats to 5 significant digits, nothing for missing."""
+    value = plain(value)
     if value is None or (isinstance(value, float) and value != value):
         return "-"
     if isinstance(value, float):
@@ -65,15 +116,19 @@ def text(value) -> str:
     return str(value)
 
 
-def html_cells(row: list) -> list[dict]:
-    """Cells for the template: text, or run links for a list of run ids."""
+def html_cells(row: list, listed: set[str] | None = None) -> list[dict]:
+    """Cells for the template: text, or run ids for a list of them, linked when the appendix
+    lists the run (`listed`; None: every run)."""
     cells = []
     for value in row:
         if isinstance(value, list):
             ids = value
-            cells.append({"runs": ids[:MAX_RUN_LINKS], "more": max(0, len(ids) - MAX_RUN_LINKS)})
+            cells.append({"runs": [(i, listed is None or i in listed) for i in ids[:MAX_RUN_LINKS]],
+                          "more": max(0, len(ids) - MAX_RUN_LINKS)})
         else:
-            cells.append({"text": text(value), "numeric": isinstance(value, int | float) and value is not None})
+            value = plain(value)
+            numeric = isinstance(value, int | float) and not isinstance(value, bool)
+            cells.append({"text": text(value), "numeric": numeric})
     return cells
 
 
@@ -82,9 +137,9 @@ def table_csv(table: Table) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(csvsafe.row(table.columns))
-    for row in table.rows:
-        w.writerow([csvsafe.cell(";".join(v)) if isinstance(v, list) else "" if v is None
-                    else repr(v) if isinstance(v, float) else csvsafe.cell(v) for v in row])
+    safe, cell = csvsafe.cell, csv_cell
+    w.writerows([safe(v) if type(v) is str else safe(";".join(v)) if type(v) is list else cell(v) for v in row]
+                for row in table.rows)  # the common cells first: 100,000 runs make 1.2 million of them
     return buf.getvalue()
 
 
@@ -112,7 +167,7 @@ def _md_table(table: Table) -> list[str]:
     lines = [f"**{_md(table.title)}** ([{table.slug}.csv]({table.slug}.csv))", "",
              "| " + " | ".join(_md(c) for c in table.columns) + " |",
              "|" + "|".join("---" for _ in table.columns) + "|"]
-    for row in table.rows:
+    for row in shown_rows(table):
         cells = []
         for value in row:
             if isinstance(value, list):
@@ -121,6 +176,8 @@ def _md_table(table: Table) -> list[str]:
             else:
                 cells.append(_md(text(value)))
         lines.append("| " + " | ".join(cells) + " |")
+    if len(table.rows) > MAX_HTML_ROWS:
+        lines += ["", f"First {MAX_HTML_ROWS} of {len(table.rows)} rows; all of them in {table.slug}.csv."]
     if table.note:
         lines += ["", _md(table.note)]
     return lines + [""]

@@ -4,6 +4,13 @@ A run is written in two steps: `begin_run` records it as 'running' before the pr
 (so a crash leaves a trace), and `finish_run` writes its status, metrics and raw outputs in
 one transaction, so a finished result is either wholly stored or not at all.
 
+Raw outputs are kept once per content (table `blobs`, keyed by SHA-256, zlib-compressed when
+that saves space): an imported file with fifty results is stored once, not fifty times, and
+an identical stdout of a thousand runs costs one copy. `artifacts` rows name each run's files
+and refer to their blob by hash; a blob goes when the last artifact that refers to it goes.
+JSON columns are written without blanks (`{"n":1000}`): the same information, and a store of
+a hundred thousand imported results is a fifth smaller.
+
 Opening is careful: a path that is a folder, a device or a file that is not a clusterbench
 database is refused before SQLite touches it (so such a file is never modified), a truncated,
 corrupted, unreadable, read-only or too-new database is refused with what to do next, and a
@@ -17,8 +24,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sqlite3
 import stat
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -117,17 +126,104 @@ def _v1(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+# Version 2: raw outputs stored once per content. `codec` says how `content` holds the bytes:
+# 'zlib' (compressed), 'raw', or 'none' (larger than MAX_BLOB_BYTES: only the path on disk is kept).
+# The trigger drops a blob with the last artifact that refers to it (an output replaced when an
+# interrupted run is run again; a run deleted). It reads the artifacts to find other references:
+# no index on artifacts(sha256), which would cost a tenth of an import's space for deletions that
+# clusterbench itself never makes in bulk (a command that deletes many runs should add one first).
+BLOBS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS blobs (
+    sha256 TEXT PRIMARY KEY,
+    size INTEGER NOT NULL,
+    stored INTEGER NOT NULL,
+    codec TEXT NOT NULL,
+    content BLOB
+);
+"""
+RELEASE_TRIGGER = """
+CREATE TRIGGER IF NOT EXISTS artifacts_release_blob AFTER DELETE ON artifacts
+WHEN NOT EXISTS (SELECT 1 FROM artifacts WHERE sha256 = OLD.sha256)
+BEGIN
+    DELETE FROM blobs WHERE sha256 = OLD.sha256;
+END;
+"""
+# artifacts rebuilt as a WITHOUT ROWID table (rows stored in their primary key's order): the same
+# columns, without the separate (run_id, name) index a rowid table needs, which an import of
+# thousands of results paid a tenth of its artifact bytes for. `content` stays, NULL but for the
+# damaged bytes the migration leaves where they were.
+ARTIFACTS_V2 = """
+CREATE TABLE artifacts_v2 (
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    path TEXT,
+    sha256 TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    content BLOB,
+    PRIMARY KEY (run_id, name)
+) WITHOUT ROWID;
+INSERT INTO artifacts_v2 (run_id, name, path, sha256, size, content)
+    SELECT run_id, name, path, sha256, size, content FROM artifacts;
+DROP TABLE artifacts;
+ALTER TABLE artifacts_v2 RENAME TO artifacts;
+"""
+
+
+def _v2(conn: sqlite3.Connection) -> None:
+    """Move every artifact's bytes into `blobs`, once per content. Row by row, the inline copy is
+    cleared before its blob is written, so the pages it frees hold the blob: the file does not grow.
+    Bytes that do not hash to their artifact's recorded sha256 (damage from before) stay inline,
+    untouched, for `db check` to report: the migration neither loses nor re-labels them. Then
+    the artifacts table is rebuilt without rowid (ARTIFACTS_V2) and gets the trigger that drops
+    a blob with its last reference."""
+    for statement in _statements(BLOBS_SCHEMA):
+        conn.execute(statement)
+    rows = conn.execute("SELECT run_id, name, sha256, size, content IS NULL FROM artifacts").fetchall()
+    for run_id, name, digest, size, absent in rows:
+        if absent:
+            _store_blob(conn, str(digest), int(size or 0), None)
+            continue
+        content = conn.execute("SELECT content FROM artifacts WHERE run_id=? AND name=?",
+                               (run_id, name)).fetchone()[0]
+        data = content.encode() if isinstance(content, str) else bytes(content)
+        if hashlib.sha256(data).hexdigest() != digest:
+            continue
+        conn.execute("UPDATE artifacts SET content=NULL WHERE run_id=? AND name=?", (run_id, name))
+        _store_blob(conn, digest, len(data), data)
+    table = conn.execute("SELECT sql FROM sqlite_master WHERE type='table' AND name='artifacts'").fetchone()[0]
+    if "WITHOUT ROWID" not in table.upper():  # not when a version-2 file was stamped 0 by hand: done already
+        for statement in _statements(ARTIFACTS_V2):  # (dropping the old table drops its triggers too)
+            conn.execute(statement)
+    for statement in _statements(RELEASE_TRIGGER):
+        conn.execute(statement)
+
+
 # Ordered (version, what it does, step): a database at version v < N gets each later step, each in
 # its own transaction that also sets user_version. Append a step (never edit one) to change the schema.
 MIGRATIONS: tuple[tuple[int, str, Callable[[sqlite3.Connection], None]], ...] = (
     (1, "tables systems, runs, metrics, campaigns, artifacts, meta", _v1),
+    (2, "raw outputs stored once per content, compressed: table blobs", _v2),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
+# The oldest version a read command reads as it is (it may not upgrade: it never writes). Version 2
+# only moved raw outputs into `blobs`; reads of a version-1 file find them inline, where v1 kept them.
+OLDEST_READABLE = 1
 SQLITE_MAGIC = b"SQLite format 3\x00"
 REQUIRED_TABLES = frozenset({"runs", "metrics"})  # what makes an SQLite file a clusterbench database
 
 # Raw outputs up to this size are kept inside the database as well as on disk.
 MAX_BLOB_BYTES = 8 * 1024 * 1024
+# A new database's page: with 16 KiB, compressed outputs of a few KiB and the index entries fill
+# their pages better than with SQLite's 4 KiB default (an import takes a sixth less space).
+NEW_PAGE_SIZE = 16384
+ZLIB_LEVEL = 6  # level 9 saves under 2% more on benchmark outputs, at twice the time
+
+# Tags set on stored runs (`clusterbench tag`, `import --tag`): bounded like names are elsewhere.
+# A key is a word that a selection term can name (no blank, comma, colon or comparison sign).
+MAX_TAG_KEY_CHARS = 100
+MAX_TAG_VALUE_CHARS = 1000
+MAX_TAGS_PER_RUN = 100
+TAG_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-/+@]*")
 
 # Environment variables that change results and are stored with each run.
 RELEVANT_ENV_PREFIXES = ("OMP_", "OPENBLAS_", "BLIS_", "MKL_", "GOMP_", "KMP_", "OMPI_", "PMIX_",
@@ -179,11 +275,14 @@ class Store:
         self.exists = True
         self.migrated_from: int | None = None  # the version before this open migrated it
         self._batch: list[int] | None = None  # [writes since commit, commit every] inside batch()
+        self._last_digest: tuple[bytes, str] | None = None  # an import's N results share one file
         facts = inspect_file(self.path)
         if facts is not None and not facts.sidecar:
             facts.check_header(self.path)
         self.conn = self._open_read(facts) if read_only else self._open_write(facts)
         self.conn.row_factory = sqlite3.Row
+        self.has_blobs = self.conn.execute(  # False only for a version-1 file opened read-only
+            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='blobs'").fetchone() is not None
 
     def _open_write(self, facts: FileFacts | None) -> sqlite3.Connection:
         folder = self.path.parent
@@ -201,12 +300,16 @@ class Store:
                                      where=str(self.path), hint=READ_ONLY_HINT)
         with self._closing_on_error(sqlite3.connect(self.path, timeout=30, isolation_level=None)) as conn:
             tables, version = self._probe(conn)
+            if not tables:  # only a new file takes a page size (WAL fixes it once written)
+                conn.execute(f"PRAGMA page_size={NEW_PAGE_SIZE}")
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=ON")
             if version < SCHEMA_VERSION:
                 self.migrated_from = version if tables else None
                 _migrate(conn)
+                if self.migrated_from is not None and self.migrated_from < 2:
+                    _give_back_space(conn)
         return conn
 
     def _open_read(self, facts: FileFacts | None) -> sqlite3.Connection:
@@ -219,8 +322,8 @@ class Store:
                 conn.close()
                 return self._empty()
             missing = [name for name in _schema_tables() if name not in tables]
-            if version < SCHEMA_VERSION and (version != 0 or missing):  # 0 with every table: from before
-                raise EnvironmentProblem(                                # versions, read as 1
+            if version < OLDEST_READABLE and (version != 0 or missing):  # 0 with every table: from before
+                raise EnvironmentProblem(                                  # versions, read as 1
                     f"the database has the older schema version {version} (this clusterbench uses "
                     f"{SCHEMA_VERSION}) and cannot be read before it is upgraded", where=str(self.path),
                     hint=f"upgrade it (a backup first is wise): clusterbench --db {self.path} db migrate")
@@ -387,7 +490,7 @@ class Store:
     def save_system(self, system_id: str, hostname: str | None, facts: dict, info: dict) -> None:
         self.conn.execute(
             "INSERT OR IGNORE INTO systems (id, hostname, facts, info, created_at) VALUES (?,?,?,?,?)",
-            (system_id, hostname, json.dumps(facts, sort_keys=True), json.dumps(info), now_iso()))
+            (system_id, hostname, _json(facts, sort_keys=True), _json(info), now_iso()))
 
     def remember_system(self, system: SystemInfo) -> str:
         """Store a discovered system (once per fingerprint) and return its id, for the runs made on it."""
@@ -420,9 +523,9 @@ class Store:
             " system_id=excluded.system_id, nodes=excluded.nodes, tags=excluded.tags, facts='{}',"
             " source=excluded.source, content_hash=excluded.content_hash"
             " WHERE runs.status IN ('running', 'interrupted')",
-            (rec.id, rec.campaign, rec.benchmark, json.dumps(rec.params, sort_keys=True), rec.repeat,
-             now_iso(), rec.command, rec.workdir, json.dumps(rec.env), json.dumps(rec.launcher),
-             rec.system_id, rec.nodes, json.dumps(rec.tags), rec.source, rec.content_hash))
+            (rec.id, rec.campaign, rec.benchmark, _json(rec.params, sort_keys=True), rec.repeat,
+             now_iso(), rec.command, rec.workdir, _json(rec.env), _json(rec.launcher),
+             rec.system_id, rec.nodes, _json(rec.tags), rec.source, rec.content_hash))
         if cur.rowcount == 0:
             raise sqlite3.IntegrityError(f"run {rec.id} is already stored as finished")
 
@@ -434,27 +537,34 @@ class Store:
         """Status, metrics and raw outputs of a run, all in one transaction. `nodes` and
         `launcher` replace what was recorded at the start when only the end knows them (the
         nodes a batch scheduler chose, its job id and state)."""
-        blobs = [_artifact(p) for p in artifacts if p.is_file()]
+        files = [_read_artifact(p) for p in artifacts if p.is_file()]  # read and packed before the lock
         with self.transaction() as c:
             if nodes is not None:
                 c.execute("UPDATE runs SET nodes=? WHERE id=?", (nodes, run_id))
             if launcher is not None:
-                c.execute("UPDATE runs SET launcher=? WHERE id=?", (json.dumps(launcher, default=str), run_id))
+                c.execute("UPDATE runs SET launcher=? WHERE id=?", (_json(launcher, default=str), run_id))
             c.execute(
                 "UPDATE runs SET status=?, valid=?, reason=?, exit_code=?, duration_s=?, ended_at=?,"
                 " facts=? WHERE id=?",
                 (status, None if valid is None else int(valid), reason, exit_code, duration_s,
-                 ended_at or now_iso(), json.dumps(facts or {}, default=str), run_id))
+                 ended_at or now_iso(), _json(facts or {}, default=str), run_id))
             c.execute("DELETE FROM metrics WHERE run_id=?", (run_id,))
             self._insert_metrics(c, run_id, metrics)
-            c.executemany(
-                "INSERT OR REPLACE INTO artifacts (run_id, name, path, sha256, size, content)"
-                " VALUES (?,?,?,?,?,?)", [(run_id, *b) for b in blobs])
+            # an earlier attempt's file of the same name is replaced: deleted first, so the trigger
+            # releases its blob when nothing else refers to it (REPLACE would not fire the trigger)
+            c.executemany("DELETE FROM artifacts WHERE run_id=? AND name=?", [(run_id, f.name) for f in files])
+            for f in files:
+                _store_blob(c, f.sha256, f.size, f.data, f.packed)
+            c.executemany("INSERT INTO artifacts (run_id, name, path, sha256, size) VALUES (?,?,?,?,?)",
+                          [(run_id, f.name, f.path, f.sha256, f.size) for f in files])
 
     def add_imported_run(self, rec: RunRecord, valid: bool, reason: str | None, metrics: Iterable[Metric],
                          facts: dict, artifact_name: str, artifact: bytes, started_at: str | None,
                          ended_at: str | None, duration_s: float | None) -> bool:
-        """A result read from an old file, in one transaction; False if its content hash is stored."""
+        """A result read from an old file, in one transaction; False if its content hash is stored.
+        The file's bytes are stored once however many of its results are imported: each result's
+        artifact row refers to the one blob."""
+        digest = self._digest(artifact)
         with self.transaction() as c:
             if c.execute("SELECT 1 FROM runs WHERE content_hash=?", (rec.content_hash,)).fetchone():
                 return False
@@ -462,16 +572,49 @@ class Store:
                 "INSERT INTO runs (id, campaign, benchmark, params, repeat, status, valid, reason, started_at,"
                 " ended_at, duration_s, workdir, env, launcher, tags, facts, source, content_hash)"
                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,'{}',?,?,?,?,?)",
-                (rec.id, rec.campaign, rec.benchmark, json.dumps(rec.params, sort_keys=True), rec.repeat,
+                (rec.id, rec.campaign, rec.benchmark, _json(rec.params, sort_keys=True), rec.repeat,
                  "ok" if valid else "invalid", int(valid), reason, started_at or now_iso(), ended_at, duration_s,
-                 rec.workdir, json.dumps({"name": "import"}), json.dumps(rec.tags),
-                 json.dumps(facts, default=str), rec.source, rec.content_hash))
+                 rec.workdir, IMPORT_LAUNCHER, _json(rec.tags), _json(facts, default=str), rec.source,
+                 rec.content_hash))
             self._insert_metrics(c, rec.id, metrics)
-            digest = hashlib.sha256(artifact).hexdigest()
-            c.execute("INSERT INTO artifacts (run_id, name, path, sha256, size, content) VALUES (?,?,?,?,?,?)",
-                      (rec.id, artifact_name, facts.get("source_file"), digest, len(artifact),
-                       artifact if len(artifact) <= MAX_BLOB_BYTES else None))
+            _store_blob(c, digest, len(artifact), artifact)
+            c.execute("INSERT INTO artifacts (run_id, name, path, sha256, size) VALUES (?,?,?,?,?)",
+                      (rec.id, artifact_name, facts.get("source_file"), digest, len(artifact)))
         return True
+
+    def _digest(self, data: bytes) -> str:
+        """SHA-256 of an artifact; the N results of one imported file pass the same bytes object N
+        times, hashed once (the reference held keeps the object, so identity cannot be reused)."""
+        if self._last_digest is None or self._last_digest[0] is not data:
+            self._last_digest = (data, hashlib.sha256(data).hexdigest())
+        return self._last_digest[1]
+
+    def update_tags(self, run_ids: Iterable[str], add: dict, remove: Iterable[str] = ()) -> int:
+        """Set the tags `add` (replacing a value a key had) and drop the keys `remove` on these
+        stored runs, in one transaction. Returns how many runs changed: a run that already has
+        exactly these tags is left as it is and not counted; an unknown run id is ignored.
+        Keys and values are bounded (MAX_TAG_*): a bad one is refused before anything is written."""
+        add = {check_tag_key(k): check_tag_value(k, v) for k, v in add.items()}
+        remove = [check_tag_key(k) for k in remove]
+        ids = list(dict.fromkeys(run_ids))
+        changed = 0
+        with self.transaction() as c:
+            for start in range(0, len(ids), 500):  # SQLite limits the number of parameters
+                chunk = ids[start:start + 500]
+                rows = c.execute(f"SELECT id, tags FROM runs WHERE id IN ({','.join('?' * len(chunk))})",
+                                 chunk).fetchall()
+                updates = []
+                for run_id, text in rows:
+                    tags = _stored_tags(run_id, text, self.path)
+                    new = {k: v for k, v in tags.items() if k not in remove} | add
+                    if len(new) > MAX_TAGS_PER_RUN:
+                        raise UserInputError(f"run {run_id} would have {len(new)} tags, more than the limit of "
+                                             f"{MAX_TAGS_PER_RUN}", hint="remove some with `clusterbench untag`")
+                    if _json(new, sort_keys=True) != _json(tags, sort_keys=True):  # True == 1 for dicts
+                        updates.append((_json(new), run_id))
+                c.executemany("UPDATE runs SET tags=? WHERE id=?", updates)
+                changed += len(updates)
+        return changed
 
     @staticmethod
     def _insert_metrics(c: sqlite3.Connection, run_id: str, metrics: Iterable[Metric]) -> None:
@@ -479,7 +622,7 @@ class Store:
             "INSERT INTO metrics (run_id, name, value, unit, higher_is_better, labels, valid)"
             " VALUES (?,?,?,?,?,?,?)",
             [(run_id, m.name, m.value, m.unit, int(m.higher_is_better),
-              json.dumps(m.labels, sort_keys=True, default=str), int(m.valid)) for m in metrics])
+              _json(m.labels, sort_keys=True, default=str), int(m.valid)) for m in metrics])
 
     # ------------------------------------------------------------------ reads
 
@@ -525,9 +668,32 @@ class Store:
     def metrics(self, run_id: str) -> list[sqlite3.Row]:
         return self.conn.execute("SELECT * FROM metrics WHERE run_id=? ORDER BY id", (run_id,)).fetchall()
 
-    def artifact(self, run_id: str, name: str) -> sqlite3.Row | None:
-        return self.conn.execute("SELECT * FROM artifacts WHERE run_id=? AND name=?",
-                                 (run_id, name)).fetchone()
+    def artifact(self, run_id: str, name: str) -> dict | None:
+        """One stored output: run_id, name, path, sha256, size and `content`, its original bytes
+        (None when larger than MAX_BLOB_BYTES: read `path` then). Bytes that do not decode to their
+        recorded size and hash are refused (EnvironmentProblem), never handed on."""
+        if not self.has_blobs:  # a version-1 file opened read-only: the bytes are inline
+            row = self.conn.execute("SELECT run_id, name, path, sha256, size, content AS inline, NULL AS codec,"
+                                    " NULL AS packed FROM artifacts WHERE run_id=? AND name=?",
+                                    (run_id, name)).fetchone()
+        else:
+            row = self.conn.execute(
+                "SELECT a.run_id, a.name, a.path, a.sha256, a.size, a.content AS inline, b.codec,"
+                " b.content AS packed FROM artifacts a LEFT JOIN blobs b ON b.sha256 = a.sha256"
+                " WHERE a.run_id=? AND a.name=?", (run_id, name)).fetchone()
+        if row is None:
+            return None
+        out = {k: row[k] for k in ("run_id", "name", "path", "sha256", "size")}
+        codec, packed = ("raw", row["inline"]) if row["inline"] is not None else (row["codec"], row["packed"])
+        try:
+            out["content"] = unpack(codec, packed, row["size"], row["sha256"])
+        except BlobDamaged as exc:
+            raise EnvironmentProblem(f"the stored copy of output {name!r} of run {run_id} is damaged: {exc}",
+                                     where=str(self.path),
+                                     hint=f"see every damaged output: clusterbench --db {self.path} db check; "
+                                          + (f"the file itself may still be at {row['path']}" if row["path"]
+                                             else "restore a backup")) from None
+        return out
 
     def artifacts(self, run_id: str) -> list[sqlite3.Row]:
         return self.conn.execute("SELECT run_id, name, path, sha256, size FROM artifacts WHERE run_id=?",
@@ -565,6 +731,52 @@ class Store:
             " ORDER BY r.started_at DESC LIMIT ?", (system_id, int(limit))).fetchall()
         return [(int(json.loads(r["params"])["n"]), float(r["duration_s"]), float(r["hpl_s"]),
                  float(r["gflops"])) for r in rows if r["hpl_s"] and r["gflops"] and r["duration_s"]]
+
+    def find_runs(self, columns: Iterable[str] | None = None, extracts: Iterable[tuple[str, str]] = (),
+                  **alternatives: Iterable[str]) -> list[sqlite3.Row]:
+        """Runs whose columns (id, campaign, source, benchmark) each hold one of the values given
+        for them, oldest first: the part of a selection SQL answers with its indexes.
+
+        `columns`: only these (a selection testing 100,000 runs reads a third of the bytes; see
+        runs_by_id). `extracts`: (JSON column, JSON path) pairs read by SQLite, each as t<i> (its
+        json_type, NULL when absent) and v<i> (its json_extract), so a term on one parameter does
+        not decode every run's parameters in Python. A malformed JSON text makes SQLite fail the
+        query (sqlite3.OperationalError): the caller then decodes in Python."""
+        names, args = "*", []
+        if columns is not None:
+            columns = list(columns)
+            unknown = [c for c in columns if c not in RUN_COLUMNS]
+            if unknown:
+                raise ValueError(f"not a run column: {unknown[0]}")
+            names = ", ".join(columns)
+        for i, (column, path) in enumerate(extracts):
+            if column not in JSON_RUN_COLUMNS:
+                raise ValueError(f"not a JSON run column: {column}")
+            names += f", json_type({column}, ?) AS t{i}, json_extract({column}, ?) AS v{i}"
+            args += [path, path]
+        sql = f"SELECT {names} FROM runs WHERE 1=1"
+        for column, values in alternatives.items():
+            if column not in ("id", "campaign", "source", "benchmark"):
+                raise ValueError(f"not a selectable run column: {column}")
+            values = sorted(set(values))
+            if len(values) > 500:  # SQLite limits the number of parameters: callers match more in Python
+                raise ValueError(f"{len(values)} values for {column}, more than 500")
+            sql += f" AND {column} IN ({','.join('?' * len(values))})"
+            args += values
+        return self.conn.execute(sql + " ORDER BY started_at, id", args).fetchall()
+
+    def runs_by_id(self, ids: Iterable[str]) -> dict[str, sqlite3.Row]:
+        """Run id -> full row, for these ids (unknown ones left out)."""
+        ids, rows = list(ids), {}
+        for start in range(0, len(ids), 500):  # SQLite limits the number of parameters
+            chunk = ids[start:start + 500]
+            for row in self.conn.execute(f"SELECT * FROM runs WHERE id IN ({','.join('?' * len(chunk))})", chunk):
+                rows[row["id"]] = row
+        return rows
+
+    def hostnames(self) -> dict[str, str | None]:
+        """System id -> host name of every stored system (what `system=HOST` selects by)."""
+        return {row[0]: row[1] for row in self.conn.execute("SELECT id, hostname FROM systems")}
 
     def all_runs(self) -> list[sqlite3.Row]:
         """Every run, oldest first: what selections (reports, comparisons) filter."""
@@ -612,6 +824,18 @@ class Store:
 
 
 JSON_RUN_COLUMNS = ("params", "env", "launcher", "tags", "facts")
+RUN_COLUMNS = ("id", "campaign", "benchmark", "params", "repeat", "status", "valid", "reason", "exit_code",
+               "started_at", "ended_at", "duration_s", "command", "workdir", "env", "launcher", "system_id",
+               "nodes", "tags", "facts", "source", "content_hash")
+_COMPACT = (",", ":")
+
+
+def _json(value, **kwargs) -> str:
+    """JSON as the store writes it: without the blanks after ',' and ':' (same information, smaller)."""
+    return json.dumps(value, separators=_COMPACT, **kwargs)
+
+
+IMPORT_LAUNCHER = _json({"name": "import"})
 
 
 def decoded_run(row: sqlite3.Row) -> dict:
@@ -622,10 +846,114 @@ def decoded_run(row: sqlite3.Row) -> dict:
     return run
 
 
-def _artifact(path: Path) -> tuple[str, str, str, int, bytes | None]:
+@dataclass
+class ArtifactFile:
+    """A run's output file as read for storing: its bytes, hash and packed form."""
+
+    name: str
+    path: str
+    sha256: str
+    size: int
+    data: bytes | None  # None when larger than MAX_BLOB_BYTES (only the path is kept)
+    packed: tuple[str, bytes | None]
+
+
+def _read_artifact(path: Path) -> ArtifactFile:
     data = path.read_bytes()
-    digest = hashlib.sha256(data).hexdigest()
-    return path.name, str(path.resolve()), digest, len(data), data if len(data) <= MAX_BLOB_BYTES else None
+    kept = data if len(data) <= MAX_BLOB_BYTES else None
+    return ArtifactFile(path.name, str(path.resolve()), hashlib.sha256(data).hexdigest(), len(data), kept,
+                        pack(kept))
+
+
+def pack(data: bytes | None) -> tuple[str, bytes | None]:
+    """(codec, content) for a blob: zlib when it saves space, else the bytes as they are; 'none'
+    for bytes not kept."""
+    if data is None:
+        return "none", None
+    packed = zlib.compress(data, ZLIB_LEVEL)
+    return ("zlib", packed) if len(packed) < len(data) else ("raw", data)
+
+
+class BlobDamaged(ValueError):
+    """Stored bytes that do not decode to their recorded size and hash."""
+
+
+def unpack(codec: str | None, content, size: int, sha256: str) -> bytes | None:
+    """The original bytes of a blob, checked against its size and hash; None when they were not
+    kept (codec 'none', or no blob). Decompression stops one byte past `size`: a damaged or
+    hostile blob cannot make it allocate more than the output it claims to be."""
+    if codec in (None, "none") or content is None:
+        return None
+    data = content.encode() if isinstance(content, str) else bytes(content)
+    if codec == "zlib":
+        if not isinstance(size, int) or not 0 <= size <= MAX_BLOB_BYTES:
+            raise BlobDamaged(f"its recorded size {size!r} is not a size it could have been kept at")
+        inflater = zlib.decompressobj()
+        try:
+            data = inflater.decompress(data, size + 1)
+        except zlib.error as exc:
+            raise BlobDamaged(f"it does not decompress ({exc})") from None
+    elif codec != "raw":
+        raise BlobDamaged(f"unknown codec {codec!r}")
+    if len(data) != size:
+        raise BlobDamaged(f"{len(data)} bytes where {size} were stored")
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise BlobDamaged("its SHA-256 differs from the one recorded when it was stored")
+    return data
+
+
+def _store_blob(conn: sqlite3.Connection, digest: str, size: int, data: bytes | None,
+                packed: tuple[str, bytes | None] | None = None) -> None:
+    """Keep these bytes under their hash unless they are kept already (then nothing is compressed
+    or written). A blob recorded as not kept ('none') gets the bytes when a later writer has them."""
+    row = conn.execute("SELECT codec FROM blobs WHERE sha256=?", (digest,)).fetchone()
+    if row is not None and (row[0] != "none" or data is None):
+        return
+    kept = data if data is not None and len(data) <= MAX_BLOB_BYTES else None
+    codec, content = packed if packed is not None else pack(kept)
+    conn.execute("INSERT INTO blobs (sha256, size, stored, codec, content) VALUES (?,?,?,?,?)"
+                 " ON CONFLICT(sha256) DO UPDATE SET stored=excluded.stored, codec=excluded.codec,"
+                 " content=excluded.content",
+                 (digest, size, 0 if content is None else len(content), codec, content))
+
+
+def check_tag_key(key) -> str:
+    """A tag key as a selection term can name it, else UserInputError saying what a key may be."""
+    if not isinstance(key, str) or len(key) > MAX_TAG_KEY_CHARS or not TAG_KEY.fullmatch(key):
+        shown = repr(key)[:60]
+        raise UserInputError(f"invalid tag key {shown}",
+                             hint=f"a key is 1 to {MAX_TAG_KEY_CHARS} letters, digits and _ . - / + @ "
+                                  "(starting with a letter, digit or _), e.g. blas or system")
+    return key
+
+
+def check_tag_value(key: str, value):
+    """A tag value: a text of at most MAX_TAG_VALUE_CHARS printable characters, a number or a
+    boolean (what --tag KEY=VALUE reads); anything else is refused."""
+    if isinstance(value, bool) or (isinstance(value, int) and abs(value) < 2**63):
+        return value
+    if isinstance(value, float) and value == value and abs(value) != float("inf"):
+        return value
+    if isinstance(value, str) and len(value) <= MAX_TAG_VALUE_CHARS and value.isprintable():
+        return value
+    if isinstance(value, str):
+        problem = (f"{len(value)} characters, more than {MAX_TAG_VALUE_CHARS}" if len(value) > MAX_TAG_VALUE_CHARS
+                   else "a control character")
+    else:
+        problem = f"a {type(value).__name__}, not a text, number or boolean"
+    raise UserInputError(f"invalid value for tag {key!r}: {problem}",
+                         hint=f"write {key}=VALUE with a short text or a number, e.g. {key}=openblas-serial")
+
+
+def _stored_tags(run_id: str, text: str | None, path: Path) -> dict:
+    try:
+        tags = json.loads(text or "{}")
+    except ValueError:
+        tags = None
+    if not isinstance(tags, dict):
+        raise EnvironmentProblem(f"the stored tags of run {run_id} are not a JSON object: not changed",
+                                 where=str(path), hint=f"see the damage with `clusterbench --db {path} db check`")
+    return tags
 
 
 # ---------------------------------------------------------------- opening safely
@@ -826,6 +1154,19 @@ def explain(exc: BaseException, path: Path) -> UserInputError | None:
     return None
 
 
+def _give_back_space(conn: sqlite3.Connection) -> None:
+    """After the move to blobs, the copies an import repeated per result are free pages inside the
+    file: VACUUM once returns them to the file system (SQLite would otherwise only reuse them).
+    A VACUUM that cannot run now (another process busy, a full disk) leaves them free inside, harmless."""
+    if not conn.execute("PRAGMA freelist_count").fetchone()[0]:
+        return
+    try:
+        conn.execute("VACUUM")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except sqlite3.OperationalError:
+        pass
+
+
 def _migrate(conn: sqlite3.Connection) -> None:
     """Bring a database to SCHEMA_VERSION, one step per transaction (safe against a concurrent open:
     each step re-reads the version under the write lock)."""
@@ -853,7 +1194,8 @@ class CheckReport:
 
 
 def check(path: Path) -> CheckReport:
-    """`clusterbench db check`: header, integrity, foreign keys and schema version, read-only.
+    """`clusterbench db check`: header, integrity, foreign keys, schema version and the SHA-256 of
+    every stored raw output, read-only.
     Refuses (raises) only what is not a database at all; damage is reported, never repaired."""
     facts = inspect_file(path)
     if facts is None:
@@ -925,3 +1267,54 @@ def _check_contents(conn: sqlite3.Connection, path: Path, report: CheckReport) -
     counts = ask("counting runs", "SELECT (SELECT COUNT(*) FROM runs), (SELECT COUNT(*) FROM metrics)")
     if counts:
         report.notes.append(f"{counts[0][0]} runs, {counts[0][1]} metric values")
+    if "artifacts" in tables:
+        _check_outputs(conn, ask, report, path, "blobs" in tables)
+
+
+MAX_REPORTED = 100  # problems of one kind listed; the rest counted
+
+
+def _check_outputs(conn: sqlite3.Connection, ask: Callable, report: CheckReport, path: Path, blobs: bool) -> None:
+    """Every stored raw output decodes to the size and SHA-256 recorded when it was stored; every
+    artifact has its bytes (or was too large to keep); blobs nothing refers to are counted."""
+    damaged: list[str] = []
+    checked = 0
+    inline = "SELECT run_id, name, sha256, size, content FROM artifacts WHERE content IS NOT NULL"
+    queries = [("reading the inline outputs", inline)]
+    if blobs:
+        queries.append(("reading the stored outputs", "SELECT sha256, size, codec, content FROM blobs"))
+    for what, sql in queries:
+        try:
+            cursor = conn.execute(sql)
+            for row in cursor:
+                checked += 1
+                if what == "reading the inline outputs":
+                    label, codec, content, size, digest = (f"output {row[1]!r} of run {row[0]}", "raw", row[4],
+                                                           row[3], row[2])
+                else:
+                    label, codec, content, size, digest = f"blob {str(row[0])[:12]}", row[2], row[3], row[1], row[0]
+                try:
+                    unpack(codec, content, size, digest)
+                except BlobDamaged as exc:
+                    damaged.append(f"{label}: {exc}")
+        except sqlite3.DatabaseError as exc:
+            report.problems.append(f"{what} failed: {exc}")
+            report.hint = DAMAGE_HINT.format(path=path)
+            return
+    report.problems += [f"raw output damaged: {d}" for d in damaged[:MAX_REPORTED]]
+    if len(damaged) > MAX_REPORTED:
+        report.problems.append(f"... and {len(damaged) - MAX_REPORTED} more damaged raw outputs")
+    if blobs:
+        missing = ask("looking for outputs without their bytes",
+                      "SELECT a.run_id, a.name FROM artifacts a LEFT JOIN blobs b ON b.sha256 = a.sha256"
+                      f" WHERE b.sha256 IS NULL AND a.content IS NULL LIMIT {MAX_REPORTED}") or []
+        report.problems += [f"raw output {row[1]!r} of run {row[0]}: its blob is missing" for row in missing]
+        unused = ask("counting unreferenced blobs", "SELECT COUNT(*) FROM blobs b WHERE NOT EXISTS"
+                     " (SELECT 1 FROM artifacts a WHERE a.sha256 = b.sha256)")
+        if unused and unused[0][0]:
+            report.notes.append(f"{unused[0][0]} stored outputs no run refers to (space only, harmless)")
+        damaged += [str(row) for row in missing]
+    if damaged:
+        report.hint = report.hint or DAMAGE_HINT.format(path=path)
+    else:
+        report.notes.append(f"{checked} stored raw outputs match their SHA-256")

@@ -7,11 +7,13 @@ section, one HPCC/HPCG/OSU/STREAM report. Which benchmark recognises a file, and
 it into results, is the benchmark's own declaration (its `OutputFormat`s, asked through the
 registry), so a benchmark added to the registry is importable too. The parameters the output
 itself states (N, NB, P, Q, variant, ranks, threads, message sizes) go into the run's
-parameters; a file-name pattern can add what only the name says (node count, BLAS), and
-`--tag` adds the rest.
+parameters; a batch job's wrapper around the output (an LSF job report, Platform MPI's `-prot`
+lines, echoed Slurm/PBS variables: `jobreport`) adds the hosts and the network; a file-name
+pattern (`filenames`) can add what only the name says (node count, BLAS), and `--tag` adds
+the rest. BLAS and interconnect names are stored canonical, with the spelling as written kept.
 
 Re-importing is harmless: each result carries a hash of the file's bytes and its position in
-the file, and a result already stored is skipped.
+the file, and a result already stored is skipped; with `--tag`, the stored runs get the tags.
 
 Each file is its own transaction. A file that cannot be used (unreadable, not a regular file,
 empty, binary, too large, with more results than a file can sensibly hold, a number its parser
@@ -39,16 +41,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from clusterbench.bench import registry
+from clusterbench.bench.canonical import canonical_blas, canonical_interconnect
 from clusterbench.bench.declare import OutputFormat, Result
-from clusterbench.bench.metrics import TooManyResults, is_finite
+from clusterbench.bench.metrics import TooManyResults
 from clusterbench.errors import EnvironmentProblem, UserInputError
-from clusterbench.store.db import MAX_BLOB_BYTES, RunRecord, Store, explain
+from clusterbench.store.db import RunRecord, Store, check_tag_key, check_tag_value, explain
+from clusterbench.store.filenames import NameFields, NamePattern, compile_name_pattern
+from clusterbench.store.jobreport import JobInfo, parse_job
 
 # Bounds on what one file may make the importer read, build and store (a file is input from anyone).
 MAX_FILE_BYTES = 64 * 1024 * 1024  # larger files are skipped: no benchmark output is this big
 MAX_RESULTS_PER_FILE = 10_000  # runs one file may become (an HPL sweep of 20 N x 20 NB x 20 grids is 8,000)
 MAX_METRICS_PER_FILE = 200_000  # metric rows one file may add (an OSU table of 10^6 rows is not an output)
-# Each run keeps the original file (up to the store's MAX_BLOB_BYTES): results x size is bounded too.
+# The store keeps each distinct file once (content-addressed, compressed), whatever number of runs
+# come from it: the raw bytes one file adds are its size, bounded here (MAX_FILE_BYTES is below it).
 MAX_COPY_BYTES = 1024 * 1024 * 1024
 MAX_PARSE_SECONDS = 30  # the time recognising and parsing one file may take
 
@@ -62,6 +68,7 @@ class FileReport:
     kind: str | None
     stored: int = 0
     duplicates: int = 0
+    retagged: int = 0  # runs already stored that this import's --tag changed
     invalid: int = 0
     note: str | None = None  # why nothing was stored from a file that is fine (not an output, a log)
     skipped: str | None = None  # why a bad file was skipped: nothing of it is stored
@@ -69,8 +76,8 @@ class FileReport:
 
     def as_dict(self) -> dict:
         return {"file": self.path, "kind": self.kind, "stored": self.stored, "already_stored": self.duplicates,
-                "invalid": self.invalid, "invalid_reasons": self.invalid_reasons, "note": self.note,
-                "skipped": self.skipped}
+                "retagged": self.retagged, "invalid": self.invalid, "invalid_reasons": self.invalid_reasons,
+                "note": self.note, "skipped": self.skipped}
 
 
 @dataclass
@@ -110,36 +117,6 @@ def parse_file(text: str) -> tuple[OutputFormat | None, list[Result]]:
 
 
 # ---------------------------------------------------------------- file names and paths
-
-def name_pattern_regex(pattern: str) -> re.Pattern:
-    """'HPL.out.{nodes}_node_{n}_{nb}' -> a regex with one named group per {field}."""
-    parts = re.split(r"\{(\w+)\}", pattern)
-    regex = "".join(re.escape(p) if i % 2 == 0 else f"(?P<{p}>.+?)" for i, p in enumerate(parts))
-    try:
-        return re.compile(f"^{regex}$")
-    except re.error as exc:
-        raise UserInputError(f"invalid --name-pattern {pattern!r}: {exc}",
-                             hint="each {field} may appear once, e.g. 'HPL.out.{nodes}_node_{n}'") from None
-
-
-def fields_from_name(name: str, rx: re.Pattern | None) -> dict:
-    if rx is None:
-        return {}
-    m = rx.match(name)
-    return {k: _typed(v) for k, v in m.groupdict().items()} if m else {}
-
-
-def _typed(value: str):
-    """'8' -> 8, '2.5' -> 2.5; anything else ('inf', 'nan', '1e999', 'blis') stays a string."""
-    for kind in (int, float):
-        try:
-            number = kind(value)
-        except ValueError:
-            continue
-        if is_finite(number):
-            return number
-    return value
-
 
 def printable(text: str) -> str:
     """A file name as text the store and the terminal accept: bytes that are not UTF-8 (which
@@ -255,11 +232,13 @@ def _time_budget(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def parse_bounded(text: str) -> tuple[OutputFormat | None, list[Result]]:
-    """`parse_file` within MAX_PARSE_SECONDS; any failure becomes `Skipped` with where and why."""
+def parse_bounded(text: str) -> tuple[OutputFormat | None, list[Result], JobInfo | None]:
+    """`parse_file` and `parse_job` within MAX_PARSE_SECONDS; any failure becomes `Skipped` with
+    where and why."""
     try:
         with _time_budget(MAX_PARSE_SECONDS):
-            return parse_file(text)
+            fmt, results = parse_file(text)
+            return fmt, results, _job_around(text) if results else None
     except _ParseTimeout:
         raise Skipped(f"parsing took longer than {MAX_PARSE_SECONDS} s (pathological content?)") from None
     except TooManyResults as exc:
@@ -272,6 +251,18 @@ def parse_bounded(text: str) -> tuple[OutputFormat | None, list[Result]]:
         raise Skipped("the parser ran out of memory on this file") from None
     except Exception as exc:  # a parser bug must not lose the neighbours: name it, skip the file
         raise Skipped(f"the parser failed ({type(exc).__name__}: {_short_message(exc)})") from None
+
+
+def _job_around(text: str) -> JobInfo | None:
+    """The batch job around an output; a fault in reading it is recorded, and the results, which
+    do not depend on it, are kept."""
+    try:
+        return parse_job(text)
+    except _ParseTimeout:
+        raise
+    except (ValueError, ArithmeticError, RecursionError, MemoryError, LookupError, TypeError) as exc:
+        return JobInfo(problems=[f"the job around the output could not be read ({type(exc).__name__}: "
+                                 f"{_short_message(exc)})"])
 
 
 def _short_message(exc: BaseException) -> str:
@@ -302,25 +293,26 @@ def import_files(store: Store, files: Iterable[Path], tags: dict | None = None, 
     """Import each file in its own transaction: a bad file is skipped (with its reason in the
     report), the others are stored. A database that fails (locked, full, corrupted) stops the
     import with `EnvironmentProblem`; the files before it stay stored."""
-    rx = name_pattern_regex(printable(name_pattern)) if name_pattern else None
+    pattern = compile_name_pattern(printable(name_pattern)) if name_pattern else None
     tags = {printable(str(k)): printable(v) if isinstance(v, str) else v for k, v in (tags or {}).items()}
+    tags = {check_tag_key(k): check_tag_value(k, v) for k, v in tags.items()}  # bad ones before any file
     campaign = printable(campaign) if campaign else None
     report = ImportReport()
     registry.registered()  # benchmark plugins load here, not within the first file's parse time budget
     for path in files:
-        rep = import_file(store, path, tags, rx, campaign, rpeak_node_gflops)
+        rep = import_file(store, path, tags, pattern, campaign, rpeak_node_gflops)
         report.files.append(rep)
         if on_file:
             on_file(rep)
     return report
 
 
-def import_file(store: Store, path: Path, tags: dict, rx: re.Pattern | None, campaign: str | None,
+def import_file(store: Store, path: Path, tags: dict, pattern: NamePattern | None, campaign: str | None,
                 rpeak_node_gflops: float | None = None) -> FileReport:
     shown = printable(str(path))
     try:
         data, st = read_output(path)
-        fmt, results = parse_bounded(data.decode("utf-8", errors="replace"))
+        fmt, results, job = parse_bounded(data.decode("utf-8", errors="replace"))
     except Skipped as exc:
         return FileReport(shown, None, skipped=str(exc))
     if fmt is None:
@@ -337,20 +329,25 @@ def import_file(store: Store, path: Path, tags: dict, rx: re.Pattern | None, cam
     digest = hashlib.sha256(data).hexdigest()
     name = printable(path.name)
     source = printable(os.path.realpath(path))
-    from_name = fields_from_name(name, rx)
+    from_name = pattern.read(name) if pattern else NameFields()
     mtime = datetime.fromtimestamp(st.st_mtime, UTC).isoformat()
+    already: list[str] = []  # the run ids of results stored before
     try:
         with store.batch(every=len(results) + 1):  # one transaction per file: all of it or nothing
             for index, result in enumerate(results):
-                stored = _store_result(store, fmt, result, index, digest, from_name, tags, campaign, source,
-                                       name, mtime, data, rpeak_node_gflops)
+                run_id, stored = _store_result(store, fmt, result, index, digest, from_name, job, tags, campaign,
+                                               source, name, mtime, data, rpeak_node_gflops)
                 rep.stored += 1 if stored else 0
                 rep.duplicates += 0 if stored else 1
+                if not stored:
+                    already.append(run_id)
                 if stored and not result.outcome.valid:
                     rep.invalid += 1
                     for reason in result.outcome.reasons:
                         if reason not in rep.invalid_reasons and len(rep.invalid_reasons) < 10:
                             rep.invalid_reasons.append(reason)
+            if already and tags:
+                rep.retagged = _retag(store, already, tags, rep)
     except (sqlite3.IntegrityError, sqlite3.DataError, sqlite3.ProgrammingError, sqlite3.InterfaceError,
             ValueError, OverflowError, TypeError) as exc:  # this file's values, not the database, are at fault
         return FileReport(shown, kind, skipped=f"the database refused a value of it ({_short_message(exc)})")
@@ -363,46 +360,115 @@ def import_file(store: Store, path: Path, tags: dict, rx: re.Pattern | None, cam
     return rep
 
 
+def _retag(store: Store, run_ids: list[str], tags: dict, rep: FileReport) -> int:
+    """Add --tag to the runs of a file imported before; how many runs changed."""
+    update = getattr(store, "update_tags", None)
+    if update is None:  # a store without it cannot retag: say so rather than do nothing silently
+        rep.note = "already stored: this store cannot add --tag to stored runs"
+        return 0
+    return update(run_ids, add=tags)
+
+
 def _too_much(results: list[Result], size: int) -> str | None:
     if len(results) > MAX_RESULTS_PER_FILE:
         return f"{len(results):,} results in one file, more than the limit of {MAX_RESULTS_PER_FILE:,}"
     metrics = sum(len(r.outcome.metrics) for r in results)
     if metrics > MAX_METRICS_PER_FILE:
         return f"{metrics:,} metric values in one file, more than the limit of {MAX_METRICS_PER_FILE:,}"
-    copies = len(results) * (size if size <= MAX_BLOB_BYTES else 0)
-    if copies > MAX_COPY_BYTES:
-        return (f"{len(results):,} results would each keep a copy of this {size / 2**20:.1f} MiB file "
-                f"({copies / 2**20:,.0f} MiB, more than the limit of {MAX_COPY_BYTES >> 20} MiB per file)")
+    if size > MAX_COPY_BYTES:  # stored once, however many results it holds
+        return f"{size / 2**20:,.0f} MiB to keep, more than the limit of {MAX_COPY_BYTES >> 20} MiB per file"
     return None
 
 
-def _store_result(store: Store, fmt: OutputFormat, result: Result, index: int, digest: str, from_name: dict,
-                  tags: dict, campaign: str | None, source: str, name: str, mtime: str, data: bytes,
-                  rpeak_node_gflops: float | None) -> bool:
+def _store_result(store: Store, fmt: OutputFormat, result: Result, index: int, digest: str, from_name: NameFields,
+                  job: JobInfo | None, tags: dict, campaign: str | None, source: str, name: str, mtime: str,
+                  data: bytes, rpeak_node_gflops: float | None) -> tuple[str, bool]:
+    """Store one result; (its run id, False when its content hash was stored before)."""
     content_hash = f"{digest}:{index}"
     run_id = f"import-{result.benchmark}-{hashlib.sha256(content_hash.encode()).hexdigest()[:12]}"
-    stated = result.params
-    params = from_name | stated  # what the output states wins over the file name
-    conflicts = {k: v for k, v in from_name.items() if k in stated and str(stated[k]) != str(v)}
+    stated, as_written = _canonical(result.params)
+    stated |= _job_params(job)
+    params = from_name.values | stated  # what the file states wins over its name
+    conflicts = {k: v for k, v in from_name.values.items() if k in stated and str(stated[k]) != str(v)}
+    if isinstance(grids := from_name.values.get("grids"), list) and "p" in stated and "q" in stated \
+            and f"{stated['p']}x{stated['q']}" not in grids:
+        conflicts["grids"] = grids  # the grid this result ran is not among those the name lists
     if rpeak_node_gflops and fmt.rpeak_check:
-        nodes, counted = _node_count(params, tags)
+        nodes, counted = _node_count(params, tags, "hosts in the job report" if job and job.hosts
+                                     else "from the file name")
         fmt.rpeak_check(result.outcome, rpeak_node_gflops * nodes,
                         f"{nodes} node(s) ({counted}) x {rpeak_node_gflops:g} Gflop/s given with --rpeak-node")
-    facts = result.outcome.facts | {"source_file": source, "result_index": index, "from_file_name": from_name,
-                                    "stated_start": result.started_at, "file_mtime": mtime}
+    if job and (failure := job.failure()) and failure not in result.outcome.reasons:
+        result.outcome.reasons.append(failure)  # a remark: the benchmark's own checks decide validity
+    # Facts repeat nothing the row holds already (17k results of one study): the name's values are in
+    # params (or in the conflicts), its keys are enough; the stated start is the row's started_at when readable.
+    facts = result.outcome.facts | {"source_file": source, "result_index": index,
+                                    "from_file_name": sorted(from_name.values), "file_mtime": mtime}
+    if not _iso(result.started_at):  # none stated, or in a form not understood: the row's start is the import's
+        facts["stated_start"] = result.started_at
     if conflicts:
         facts["file_name_conflicts"] = conflicts
+    if from_name.problems:
+        facts["file_name_problems"] = from_name.problems
+    if as_written := from_name.as_written | as_written:
+        facts["as_written"] = as_written
+    nodes = None
+    if job:
+        facts["job"] = job.as_facts()
+        nodes = job.node_list()
+        if job.hosts and nodes is None:
+            facts["job"]["node_list_problem"] = "the host names cannot be folded as a node set: see hosts"
     record = RunRecord(id=run_id, benchmark=result.benchmark, params=params, campaign=campaign,
                        tags=dict(tags), source="import", content_hash=content_hash,
-                       workdir=printable(os.path.dirname(source)))
-    return store.add_imported_run(
+                       workdir=printable(os.path.dirname(source)), nodes=nodes)
+    stored = store.add_imported_run(
         record, result.outcome.valid, "; ".join(result.outcome.reasons) or None, result.outcome.metrics,
         facts, name, data, _iso(result.started_at), _iso(result.ended_at), result.duration_s)
+    if stored and nodes:
+        _record_nodes(store, run_id, nodes)
+    return run_id, stored
 
 
-def _node_count(params: dict, tags: dict) -> tuple[int, str]:
+def _canonical(params: dict) -> tuple[dict, dict]:
+    """The output's own parameters with BLAS and interconnect names canonical, and the spellings
+    that changed. A BLAS name's leftover ('mtu_9000' of 'blis.mtu_9000') becomes 'tuning'."""
+    out, written = dict(params), {}
+    if isinstance(blas := params.get("blas"), str):
+        out["blas"], rest = canonical_blas(blas)
+        if rest and "tuning" not in out:
+            out["tuning"] = rest
+    if isinstance(net := params.get("interconnect"), str):
+        out["interconnect"] = canonical_interconnect(net)
+    for key in ("blas", "interconnect"):
+        if key in params and out[key] != params[key]:
+            written[key] = params[key]
+    return out, written
+
+
+def _job_params(job: JobInfo | None) -> dict:
+    """The parameters a batch job's wrapper states: the node count and the interconnect used."""
+    if job is None:
+        return {}
+    out: dict = {}
+    if job.hosts:
+        out["nodes"] = len(job.host_names)
+    if job.interconnect:
+        out["interconnect"] = job.interconnect
+    return out
+
+
+def _record_nodes(store: Store, run_id: str, nodes: str) -> None:
+    """The node list of a stored imported run, when the store's add_imported_run did not keep
+    RunRecord.nodes (it writes the other columns only)."""
+    row = store.run(run_id)
+    if row is not None and row["nodes"] is None:
+        with store.transaction() as c:
+            c.execute("UPDATE runs SET nodes=? WHERE id=?", (nodes, run_id))
+
+
+def _node_count(params: dict, tags: dict, nodes_from: str = "from the file name") -> tuple[int, str]:
     """Nodes a result ran on, for the Rpeak bound: stated, else an upper bound (one rank per node)."""
-    for source, key, what in ((params, "nodes", "from the file name"), (tags, "nodes", "from --tag"),
+    for source, key, what in ((params, "nodes", nodes_from), (tags, "nodes", "from --tag"),
                               (params, "hosts", "hosts stated"), (params, "ranks", "at most one per rank")):
         value = source.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:

@@ -1,0 +1,411 @@
+"""The history of one metric: per system and configuration, its values over time, their change
+points, and whether the newest change is a regression.
+
+A series is one system running one configuration again and again:
+
+- the system is the stored system's hostname (the machine clusterbench ran on), else the run's
+  `system` tag, else where the run came from (its campaign, or the folder an imported file was in);
+- the configuration is the benchmark, the run's parameters (not its repeat index) and the metric's
+  identifying labels: those its benchmark declares (HPL's T/V, N, NB, P, Q; IMB's test and
+  message size), never timing or residual labels, nor `bytes` of a peak bandwidth (where the peak
+  was found is a result, not a setting). Tags are not part of it: a tag such as `kernel=6.8` is
+  the kind of change the history is meant to show, not a reason to split it.
+- a metric with identifying labels gives one series per label combination; `NAME[label=value,...]`
+  keeps only the values with those labels (imb_bandwidth[test=PingPong,bytes=4194304]).
+
+Values are ordered by the run's start (an imported run: the start its output states, else the
+output file's modification time, noted as such). Only valid values count: a value of an invalid
+run, or one marked invalid, is listed as skipped with the reason and never enters a series.
+
+A series of at least MIN_POINTS values is searched for change points (analysis/changepoint.py).
+A regression is a newest change point that moves the metric in its bad direction (down for a
+higher-is-better metric) by more than `min_change` (default 5%), significant by its permutation
+test. Fewer values than MIN_POINTS: the series is shown but not judged.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import lru_cache
+
+import pandas as pd
+
+from clusterbench.analysis import changepoint
+from clusterbench.analysis.compare import IDENTITY_LABELS
+from clusterbench.analysis.dataset import Dataset, load, origin
+from clusterbench.analysis.listing import suggest
+from clusterbench.analysis.select import Selection
+from clusterbench.errors import UserInputError
+from clusterbench.store.db import Store
+
+MIN_POINTS = 2 * changepoint.MIN_SEGMENT  # fewer values cannot hold a change point with enough on each side
+DEFAULT_MIN_CHANGE = 0.05
+MAX_GROUPS = 2000  # series analysed in one history; more is a selection to narrow, not a page to read
+MAX_METRIC_CHARS = 400
+MAX_LABEL_TERMS = 20
+NOT_CONFIGURATION = frozenset({"repeat", "run", "run_id"})  # parameters that number repeats, not settings
+OUTCOME_LABELS = {"peak_bandwidth": frozenset({"bytes"})}  # labels that say where a value was found
+_METRIC = re.compile(r"^\s*([^\[\]\s]+)\s*(?:\[(.*)\])?\s*$", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class MetricChoice:
+    """A metric name, and the label values a series must have (empty: one series per combination)."""
+
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        inside = ",".join(f"{k}={v}" for k, v in self.labels.items())
+        return f"{self.name}[{inside}]" if inside else self.name
+
+
+@dataclass
+class Value:
+    run_id: str
+    date: str  # ISO 8601, UTC
+    value: float
+    dated_by: str = "start"  # or "file time": an imported output that states no start
+
+
+@dataclass
+class Skipped:
+    run_id: str
+    reason: str
+
+
+@dataclass
+class Change:
+    """A change point of a series, with the run and date where the new segment starts."""
+
+    index: int  # position in the series' values
+    run_id: str
+    date: str
+    before: float
+    after: float
+    change_pct: float | None  # (after - before) / |before| in %
+    p_value: float
+    worse: bool  # in the bad direction by more than min_change
+
+
+@dataclass
+class Group:
+    system: str
+    benchmark: str
+    configuration: dict  # the parameters and identifying labels every value of the series shares
+    label: str  # a short name: the benchmark and the settings that tell it from the other series
+    unit: str
+    higher_is_better: bool
+    values: list[Value] = field(default_factory=list)  # oldest first
+    skipped: list[Skipped] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)
+    judged: bool = False
+    note: str = ""
+    analysed_from: int = 0  # values before this index were not searched (over changepoint.MAX_POINTS)
+
+    @property
+    def regression(self) -> bool:
+        """The newest change point lowers the metric's quality by more than the threshold."""
+        return bool(self.changes) and self.changes[-1].worse
+
+    def segments(self) -> list[tuple[int, int, float]]:
+        """(first index, end index, mean) of the segments between change points (the analysed part)."""
+        bounds = [self.analysed_from, *(c.index for c in self.changes), len(self.values)]
+        out = []
+        for a, b in zip(bounds, bounds[1:], strict=False):
+            if b > a:
+                out.append((a, b, sum(v.value for v in self.values[a:b]) / (b - a)))
+        return out
+
+
+@dataclass
+class History:
+    metric: str
+    selection: str
+    min_change_pct: float
+    alpha: float
+    groups: list[Group]
+    dropped_groups: int = 0  # series over MAX_GROUPS, not analysed (the smallest)
+
+    @property
+    def regressions(self) -> list[Group]:
+        return [g for g in self.groups if g.regression]
+
+
+def parse_metric(text: str) -> MetricChoice:
+    """'imb_bandwidth[test=PingPong,bytes=1024]' -> the name and the label values asked for."""
+    if not text or len(text) > MAX_METRIC_CHARS:
+        raise UserInputError(f"a metric is 1 to {MAX_METRIC_CHARS} characters, got {len(text or '')}",
+                             hint="e.g. -m hpl_gflops or -m 'imb_bandwidth[test=PingPong,bytes=1024]'")
+    m = _METRIC.match(text)
+    if not m:
+        raise UserInputError(f"cannot read the metric {text[:80]!r}",
+                             hint="write NAME or NAME[label=value,...], e.g. imb_bandwidth[bytes=1024]")
+    labels: dict[str, str] = {}
+    terms = [t.strip() for t in (m.group(2) or "").split(",") if t.strip()]
+    if len(terms) > MAX_LABEL_TERMS:
+        raise UserInputError(f"{len(terms)} label terms in {m.group(1)!r}: at most {MAX_LABEL_TERMS}")
+    for term in terms:
+        key, sep, value = term.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise UserInputError(f"label term {term[:80]!r} of {m.group(1)!r} needs label=value",
+                                 hint="e.g. imb_bandwidth[test=PingPong,bytes=1024]")
+        labels[key.strip()] = value.strip()
+    return MetricChoice(m.group(1), labels)
+
+
+def history(store: Store, selection: Selection, metric: str, min_change: float = DEFAULT_MIN_CHANGE,
+            alpha: float = changepoint.ALPHA) -> History:
+    """The history of `metric` over the selected runs. Refused (UserInputError) when the metric is
+    stored nowhere, the selection holds no run, or none of its runs has the metric."""
+    choice = parse_metric(metric)
+    check_min_change(min_change)
+    stored = store.metric_names()
+    if choice.name not in stored:
+        raise UserInputError(f"no metric {choice.name!r} is stored", hint=_known(choice.name, stored))
+    data = load(store, selection, {choice.name})
+    if not data.runs:
+        raise UserInputError(f"no stored runs match {selection.describe()!r}",
+                             hint="list campaigns with `clusterbench campaign list`, runs with `clusterbench results`")
+    if data.metrics.empty:
+        here = store.metric_names(data.runs)
+        raise UserInputError(f"none of the {len(data.runs)} selected runs has the metric {choice.name!r}",
+                             hint=_known(choice.name, here, "metrics of these runs") if here
+                             else "the selected runs have no metric values")
+    groups, dropped = analyse(data, choice, min_change, alpha)
+    return History(choice.describe(), selection.describe(), 100 * min_change, alpha, groups, dropped)
+
+
+def check_min_change(min_change: float) -> None:
+    if not 0 <= min_change <= 10:
+        raise UserInputError(f"the smallest change that counts must be 0% to 1000%, got {100 * min_change:g}%")
+
+
+def _known(name: str, known: list[str], what: str = "stored metrics") -> str:
+    close = suggest(name, known, what)
+    listed = ", ".join(known[:30]) + (f" and {len(known) - 30} more" if len(known) > 30 else "")
+    return close if close.startswith(what) else f"{close}; {what}: {listed}"
+
+
+def analyse(data: Dataset, choice: MetricChoice, min_change: float = DEFAULT_MIN_CHANGE,
+            alpha: float = changepoint.ALPHA, max_groups: int = MAX_GROUPS) -> tuple[list[Group], int]:
+    """Every series of one metric in a dataset, each searched for change points (`judge`). Returns
+    the series (regressions first, then those with change points) and how many of the shortest
+    were left out over `max_groups`."""
+    groups = series(data, choice)
+    dropped = max(0, len(groups) - max_groups)
+    groups = groups[:max_groups]
+    for group in groups:
+        judge(group, min_change, alpha)
+    groups.sort(key=lambda g: (not g.regression, not g.changes, g.system, g.label))
+    return groups, dropped
+
+
+def series(data: Dataset, choice: MetricChoice, benchmarks: set[str] | None = None,
+           min_dates: int = 0) -> list[Group]:
+    """The series of one metric (of these benchmarks' runs when given), not searched yet, the
+    longest first; those with fewer than `min_dates` distinct dates are left out (the report
+    shows only series measured at several times)."""
+    rows = data.of(choice.name, valid=None)
+    if benchmarks is not None:
+        rows = rows[rows["benchmark"].isin(benchmarks)]
+    groups = _grouped(data, rows, choice)
+    if min_dates:
+        groups = [g for g in groups if len({v.date for v in g.values}) >= min_dates]
+    _name(groups)
+    groups.sort(key=lambda g: (-len(g.values), g.system, g.label))
+    return groups
+
+
+def search_cost(group: Group) -> int:
+    """What searching a series costs, in units of values squared (the statistic is O(n^2))."""
+    return min(len(group.values), changepoint.MAX_POINTS) ** 2
+
+
+def _grouped(data: Dataset, rows: pd.DataFrame, choice: MetricChoice) -> list[Group]:
+    """One Group per (system, benchmark, configuration), values in time order, invalid ones skipped."""
+    if choice.labels:
+        wanted = choice.labels
+        keep = rows["labels"].map(lambda labels: isinstance(labels, dict)
+                                  and all(str(labels.get(k)) == v for k, v in wanted.items()))
+        if not keep.any():
+            raise UserInputError(f"no value of {choice.name!r} has the labels {choice.describe()}",
+                                 hint=_label_hint(rows))
+        rows = rows[keep]
+    per_run: dict[str, tuple] = {}
+    groups: dict[tuple, Group] = {}
+    for rec in rows.itertuples(index=False):
+        run = data.runs[rec.run_id]
+        if rec.run_id not in per_run:
+            per_run[rec.run_id] = (system_of(run, data.systems), *date_of(run), _settings(run))
+        system, date, dated_by, settings = per_run[rec.run_id]
+        identity = identity_labels(rec.benchmark, rec.name)
+        labels = {k: v for k, v in rec.labels.items() if k in identity} if isinstance(rec.labels, dict) else {}
+        key = (system, rec.benchmark, settings, _key(labels), rec.unit, rec.higher_is_better)
+        group = groups.get(key)
+        if group is None:
+            configuration = json.loads(settings) | labels
+            group = groups[key] = Group(system, rec.benchmark, configuration, "", rec.unit, rec.higher_is_better)
+        value = _finite(rec.value)
+        if not rec.valid:
+            group.skipped.append(Skipped(rec.run_id, _why_invalid(run)))
+        elif date is None:
+            group.skipped.append(Skipped(rec.run_id, dated_by))
+        elif value is None:  # a store written by something else: a text or an infinity marked valid
+            group.skipped.append(Skipped(rec.run_id, f"not a finite number: {str(rec.value)[:40]!r}"))
+        else:
+            group.values.append(Value(rec.run_id, date, value, dated_by))
+    for group in groups.values():
+        group.values.sort(key=lambda v: (v.date, v.run_id))
+    return list(groups.values())
+
+
+def _finite(value) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _key(labels: dict) -> tuple | str:
+    """A hashable key of the identifying labels: their sorted items (JSON text for a value that
+    is not hashable, such as a list)."""
+    items = tuple(sorted(labels.items()))
+    try:
+        hash(items)
+    except TypeError:
+        return json.dumps(labels, sort_keys=True, default=str)
+    return items
+
+
+def _why_invalid(run: dict) -> str:
+    """'invalid: HPL residual FAILED', 'failed: exit code 1', or the value's own flag."""
+    if run.get("valid"):
+        return "the value is marked invalid"
+    status, reason = run.get("status") or "not valid", run.get("reason")
+    return f"{status}: {str(reason)[:200]}" if reason else str(status)
+
+
+def _label_hint(rows: pd.DataFrame) -> str:
+    seen: dict[str, set[str]] = {}
+    for labels in rows["labels"].head(20_000):
+        for k, v in (labels.items() if isinstance(labels, dict) else ()):
+            if len(seen.setdefault(k, set())) < 12:
+                seen[k].add(str(v))
+    if not seen:
+        return "this metric has no labels: write the name alone"
+    return "its labels: " + "; ".join(f"{k}: {', '.join(sorted(vs))}" for k, vs in sorted(seen.items()))
+
+
+def system_of(run: dict, systems: dict[str, dict]) -> str:
+    """The stored system's hostname, else the `system` tag, else the campaign or imported folder."""
+    stored = systems.get(run.get("system_id") or "")
+    if stored and stored.get("hostname"):
+        return str(stored["hostname"])
+    tag = run["tags"].get("system") if isinstance(run.get("tags"), dict) else None
+    if tag not in (None, ""):
+        return str(tag)
+    return origin(run) or "unknown system"
+
+
+def date_of(run: dict) -> tuple[str | None, str]:
+    """(ISO date in UTC, how it is known), or (None, why there is none). An imported run is dated by
+    the start its output states, else by the output file's modification time (its import time is no
+    measurement date); a time without a zone is read as UTC."""
+    facts = run["facts"] if isinstance(run.get("facts"), dict) else {}
+    stamp, how = run.get("started_at"), "start"
+    # an imported output that states no readable start keeps `stated_start` (None or the text) in its facts
+    if run.get("source") == "import" and "stated_start" in facts and not _stated(facts["stated_start"]):
+        stamp, how = facts.get("file_mtime"), "file time"
+    if not isinstance(stamp, str) or not stamp:
+        return None, "no start time stored"
+    utc = _utc(stamp)
+    return (utc, how) if utc else (None, f"unreadable start time {stamp[:40]!r}")
+
+
+def _stated(text) -> bool:
+    """Whether an output's own start line reads as a date ('Mon Mar 27 03:50:21 2017')."""
+    try:
+        datetime.strptime(" ".join(str(text).split()), "%a %b %d %H:%M:%S %Y")
+    except ValueError:
+        return False
+    return bool(text)
+
+
+@lru_cache(maxsize=4096)  # runs of one campaign step often share a start second
+def _utc(stamp: str) -> str | None:
+    try:
+        when = datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.astimezone(UTC).isoformat(timespec="seconds")
+
+
+def _settings(run: dict) -> str:
+    params = run["params"] if isinstance(run.get("params"), dict) else {}
+    return json.dumps({k: v for k, v in params.items() if k not in NOT_CONFIGURATION}, sort_keys=True, default=str)
+
+
+@lru_cache(maxsize=256)
+def identity_labels(benchmark: str, metric: str) -> frozenset[str]:
+    """The labels that name what a value measured: those the benchmark declares for the metric
+    (the compare command's list for a metric no benchmark declares), minus result labels."""
+    from clusterbench.bench.registry import benchmark_class
+
+    try:
+        spec = next((s for s in benchmark_class(benchmark).metrics if s.name == metric), None)
+    except UserInputError:  # a benchmark from a plugin that is not installed here
+        spec = None
+    declared = frozenset(spec.labels) if spec is not None else frozenset(IDENTITY_LABELS)
+    return declared - OUTCOME_LABELS.get(metric, frozenset())
+
+
+def _name(groups: list[Group]) -> None:
+    """Each series' label: benchmark, its labels, and the parameters that differ between series of
+    the same benchmark (a parameter every series shares says nothing about which one it is)."""
+    by_benchmark: dict[str, list[Group]] = {}
+    for g in groups:
+        by_benchmark.setdefault(g.benchmark, []).append(g)
+    for benchmark, members in by_benchmark.items():
+        keys = sorted({k for g in members for k in g.configuration})
+        varying = [k for k in keys if len({json.dumps(g.configuration.get(k), default=str) for g in members}) > 1]
+        for g in members:
+            shown = [f"{k}={g.configuration[k]}" for k in varying if k in g.configuration]
+            g.label = " ".join([benchmark, *shown])[:200]
+
+
+def judge(group: Group, min_change: float = DEFAULT_MIN_CHANGE, alpha: float = changepoint.ALPHA,
+          min_points: int = MIN_POINTS) -> None:
+    """Search the series for change points and mark those in the bad direction; a series with fewer
+    than `min_points` values is left unjudged, with a note saying so."""
+    n = len(group.values)
+    if n < min_points:
+        group.note = (f"{n} valid value{'s' if n != 1 else ''}: at least {min_points} are needed to judge"
+                      if n else "no valid value")
+        return
+    found = changepoint.detect([v.value for v in group.values], alpha=alpha)
+    group.judged = True
+    group.analysed_from = found.analysed_from
+    if found.analysed_from:
+        group.note = f"the newest {n - found.analysed_from} of {n} values searched (the limit)"
+    for cp in found.change_points:
+        at = group.values[cp.index]
+        pct = None if cp.change is None else 100 * cp.change
+        group.changes.append(Change(cp.index, at.run_id, at.date, cp.before, cp.after, pct, cp.p_value,
+                                    is_worse(cp, group.higher_is_better, min_change, alpha)))
+
+
+def is_worse(cp: changepoint.ChangePoint, higher_is_better: bool, min_change: float = DEFAULT_MIN_CHANGE,
+             alpha: float = changepoint.ALPHA) -> bool:
+    """A change point that moves the metric in its bad direction by more than `min_change`, significant."""
+    if cp.change is None or cp.p_value > alpha:
+        return False
+    bad = cp.change < 0 if higher_is_better else cp.change > 0
+    return bad and abs(cp.change) > min_change
