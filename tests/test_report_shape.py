@@ -483,3 +483,14 @@ def test_hpcc_configurations_and_smp_efficiency_per_process_against_one_per_node
     assert rows["DGEMM per process (star)"] == [pytest.approx(90.0, abs=0.05), pytest.approx(85.0, abs=0.05)]
     assert rows["Ping-pong latency, min"] == [pytest.approx(80.0), pytest.approx(80.0)]  # 2.0 / 2.5: turned round
     assert rows["runs"][0] == ["hpcc-1-1-0", "hpcc-1-1-1", "hpcc-1-2-0", "hpcc-1-2-1"]
+
+
+def test_a_figure_asked_for_splits_on_what_a_value_measured_never_on_its_residual():
+    """HPL stores each line's residual and start time as labels beside T/V, N, NB, P and Q: a figure of
+    hpl_gflops asked for in report.yaml once made one panel per residual. Only declared labels are keys."""
+    from clusterbench.report.custom import _label_keys
+
+    keys = _label_keys(shape.Choice(metric="hpl_gflops"))
+    assert {"nb", "n", "p", "q", "tv"} <= set(keys) and not {"residual", "start", "end"} & set(keys)
+    assert "bytes" in _label_keys(shape.Choice(metric="pingpong_time_us", labels={"bytes": "0"}))
+    assert _label_keys(shape.Choice(metric="no_such_metric")) is None

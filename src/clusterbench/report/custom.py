@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from clusterbench.analysis import shape
 from clusterbench.analysis.dataset import Dataset
+from clusterbench.bench import registry
 from clusterbench.errors import UserInputError
 from clusterbench.report import hpl
 from clusterbench.report.figures import axis_label, shaped_figure
@@ -46,6 +47,17 @@ def section(store: Store, data: Dataset, options: Options) -> Section | None:
     return out
 
 
+def _label_keys(choice: shape.Choice) -> tuple[str, ...] | None:
+    """The labels that say what a value measured, as its benchmark declares them (HPL: T/V, N, NB, P, Q),
+    plus those the figure filters on; never the outputs stored beside them (a residual, a start time),
+    which would split every value into a panel of its own. None (every label) for an undeclared metric."""
+    for cls in registry.registered():
+        for spec in cls.metrics:
+            if spec.name == choice.metric:
+                return tuple(dict.fromkeys((*spec.labels, *(choice.labels or {}))))
+    return None
+
+
 def _figure(store: Store, data: Dataset, choice: shape.Choice, index: int, out: Section) -> None:
     rows = data.of(choice.metric)
     if rows.empty:
@@ -53,7 +65,7 @@ def _figure(store: Store, data: Dataset, choice: shape.Choice, index: int, out: 
         what = "no valid values" if choice.metric in stored else "no values"
         raise shape.KeyProblem(f"{what} of metric {choice.metric!r} in the selected runs", "metric",
                                hint="metrics of these runs: " + ", ".join(stored[:MAX_NAMES_SHOWN]))
-    values = shape.filter_labels(shape.frame(data, rows), choice.labels)
+    values = shape.filter_labels(shape.frame(data, rows, label_keys=_label_keys(choice)), choice.labels)
     if not len(values):
         raise shape.KeyProblem(f"labels: no value of {choice.metric} has the labels {choice.labels}", "labels",
                                hint="its labels: " + _label_values(rows))
