@@ -19,9 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from ClusterShell.NodeSet import NodeSet
 
-from clusterbench.analysis.select import Selection, select_runs
+from clusterbench.analysis.select import Selection, node_count, select_runs  # noqa: F401  (node_count: its home)
 from clusterbench.store.db import Store
 
 
@@ -151,20 +150,6 @@ def metric_frame(store: Store, names: set[str] | None, runs: dict[str, dict]) ->
         "valid": valid.astype(bool) & per_run(lambda r: bool(r["valid"]), bool),
         "nodes": per_run(lambda r: r["node_count"]), "higher_is_better": higher.astype(bool)})
     return frame[COLUMNS]
-
-
-def node_count(run: dict) -> int:
-    """Nodes a run used: its `nodes` parameter, an imported file's host count, else its node list."""
-    params = run["params"]
-    for key in ("nodes", "hosts"):
-        if isinstance(params.get(key), int) and params[key] > 0:
-            return params[key]
-    if run.get("nodes"):
-        try:
-            return max(1, len(NodeSet(run["nodes"])))
-        except Exception:  # a node list that is not a node set (an imported free-text field)
-            return 1
-    return 1
 
 
 MAX_KEY_VALUE_CHARS = 200  # a longer parameter (a command line, a script) names no configuration

@@ -291,17 +291,23 @@ def _dotted(loc: Location) -> str:
 
 
 def load_campaign(path: str | Path) -> tuple[Campaign, CampaignSource]:
+    return parse_campaign(read_yaml_text(path, "campaign file"), str(path))
+
+
+def read_yaml_text(path: str | Path, what: str) -> str:
+    """The text of a YAML file the user wrote (a campaign, a report spec), bounded in size and decoded,
+    with a clear error for a folder, an unreadable or a too-large file."""
     path = Path(path)
     try:
         if path.is_dir():
-            raise UserInputError(f"campaign file {path} is a directory", hint="give the path of a .yaml file")
+            raise UserInputError(f"{what} {path} is a directory", hint="give the path of a .yaml file")
         size = path.stat().st_size
         if size > limit("max_file_bytes"):
-            raise exceeded("max_file_bytes", f"{size} bytes", f"campaign file {path}")
+            raise exceeded("max_file_bytes", f"{size} bytes", f"{what} {path}")
         raw = path.read_bytes()
     except OSError as exc:
-        raise UserInputError(f"cannot read campaign file {path}: {exc.strerror}") from None
-    return parse_campaign(decode_text(raw, str(path)), str(path))
+        raise UserInputError(f"cannot read {what} {path}: {exc.strerror}") from None
+    return decode_text(raw, str(path))
 
 
 def decode_text(raw: bytes, path: str) -> str:

@@ -30,9 +30,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstr
 from clusterbench.analysis.shape import MAX_KEY_CHARS, MAX_KEYS, Choice
 
 # The campaign loader's bounded YAML reader and line bookkeeping: one reader for every YAML file.
-from clusterbench.campaign.spec import CampaignSource, _compose, decode_text
+from clusterbench.campaign.spec import CampaignSource, _compose, read_yaml_text
 from clusterbench.errors import UserInputError
-from clusterbench.limits import exceeded, limit
 
 MAX_FIGURES = 50
 Key = Annotated[str, StringConstraints(min_length=1, max_length=MAX_KEY_CHARS, pattern=r"^[^@\s][^\s]*$")]
@@ -81,17 +80,7 @@ FIELDS = {"x": "x", "series": "series", "facet": "facet", "best over": "best_ove
 
 def load_spec(path: str | Path) -> list[Choice]:
     """The figures of a report.yaml, each a Choice that remembers the line of each of its fields."""
-    path = Path(path)
-    try:
-        if path.is_dir():
-            raise UserInputError(f"report spec {path} is a directory", hint="give the path of a .yaml file")
-        size = path.stat().st_size
-        if size > limit("max_file_bytes"):
-            raise exceeded("max_file_bytes", f"{size} bytes", f"report spec {path}")
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise UserInputError(f"cannot read report spec {path}: {exc.strerror}") from None
-    return parse_spec(decode_text(raw, str(path)), str(path))
+    return parse_spec(read_yaml_text(path, "report spec"), str(path))
 
 
 def parse_spec(text: str, path: str = "<report.yaml>") -> list[Choice]:
