@@ -33,8 +33,9 @@ def write(path: Path, text: str) -> Path:
 
 
 def metric(db: Path, run_like: str, name: str, labels_like: str = "%") -> float:
+    """The first value of a metric of a run; labels matched without blanks (the store writes compact JSON)."""
     found = query(db, "SELECT m.value FROM metrics m JOIN runs r ON r.id = m.run_id WHERE r.id LIKE ? "
-                     "AND m.name = ? AND m.labels LIKE ?", run_like, name, labels_like)
+                     "AND m.name = ? AND replace(m.labels, ' ', '') LIKE ?", run_like, name, labels_like)
     assert found, f"no {name} for {run_like}"
     return found[0][0]
 
@@ -97,8 +98,8 @@ benchmarks:
         by_block[json.loads(r["tags"])["block"]] = (r["id"], r["nodes"])
         assert ("mpirun.mpich" in r["command"]) == (mpi == "mpich")
     assert by_block["tcp-two-nodes"][1] == "node[1-2]"
-    lat = {b: metric(shared_db, rid, "latency_us", '%"bytes": 0}%') for b, (rid, _) in by_block.items()}
-    bw = {b: metric(shared_db, rid, "pingpong_bandwidth", "%\"bytes\": 1048576%") for b, (rid, _) in by_block.items()}
+    lat = {b: metric(shared_db, rid, "latency_us", '%"bytes":0}%') for b, (rid, _) in by_block.items()}
+    bw = {b: metric(shared_db, rid, "pingpong_bandwidth", "%\"bytes\":1048576%") for b, (rid, _) in by_block.items()}
     print("latency us", lat, "bandwidth MB/s at 1 MiB", bw)
     assert lat["tcp-two-nodes"] > lat["shm"] and bw["tcp-two-nodes"] < bw["shm"]
     assert lat["tcp-in-node"] > lat["shm"]
