@@ -570,11 +570,11 @@ class Store:
                 return False
             c.execute(
                 "INSERT INTO runs (id, campaign, benchmark, params, repeat, status, valid, reason, started_at,"
-                " ended_at, duration_s, workdir, env, launcher, tags, facts, source, content_hash)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,'{}',?,?,?,?,?)",
+                " ended_at, duration_s, workdir, env, launcher, nodes, tags, facts, source, content_hash)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,'{}',?,?,?,?,?,?)",
                 (rec.id, rec.campaign, rec.benchmark, _json(rec.params, sort_keys=True), rec.repeat,
                  "ok" if valid else "invalid", int(valid), reason, started_at or now_iso(), ended_at, duration_s,
-                 rec.workdir, IMPORT_LAUNCHER, _json(rec.tags), _json(facts, default=str), rec.source,
+                 rec.workdir, IMPORT_LAUNCHER, rec.nodes, _json(rec.tags), _json(facts, default=str), rec.source,
                  rec.content_hash))
             self._insert_metrics(c, rec.id, metrics)
             _store_blob(c, digest, len(artifact), artifact)

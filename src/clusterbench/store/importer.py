@@ -424,8 +424,6 @@ def _store_result(store: Store, fmt: OutputFormat, result: Result, index: int, d
     stored = store.add_imported_run(
         record, result.outcome.valid, "; ".join(result.outcome.reasons) or None, result.outcome.metrics,
         facts, name, data, _iso(result.started_at), _iso(result.ended_at), result.duration_s)
-    if stored and nodes:
-        _record_nodes(store, run_id, nodes)
     return run_id, stored
 
 
@@ -455,15 +453,6 @@ def _job_params(job: JobInfo | None) -> dict:
     if job.interconnect:
         out["interconnect"] = job.interconnect
     return out
-
-
-def _record_nodes(store: Store, run_id: str, nodes: str) -> None:
-    """The node list of a stored imported run, when the store's add_imported_run did not keep
-    RunRecord.nodes (it writes the other columns only)."""
-    row = store.run(run_id)
-    if row is not None and row["nodes"] is None:
-        with store.transaction() as c:
-            c.execute("UPDATE runs SET nodes=? WHERE id=?", (nodes, run_id))
 
 
 def _node_count(params: dict, tags: dict, nodes_from: str = "from the file name") -> tuple[int, str]:
