@@ -41,6 +41,7 @@ from clusterbench.analysis.listing import suggest
 from clusterbench.analysis.select import Selection
 from clusterbench.errors import UserInputError
 from clusterbench.store.db import Store
+from clusterbench.store.importer import output_time_iso
 
 MIN_POINTS = 2 * changepoint.MIN_SEGMENT  # fewer values cannot hold a change point with enough on each side
 DEFAULT_MIN_CHANGE = 0.05
@@ -320,21 +321,12 @@ def date_of(run: dict) -> tuple[str | None, str]:
     facts = run["facts"] if isinstance(run.get("facts"), dict) else {}
     stamp, how = run.get("started_at"), "start"
     # an imported output that states no readable start keeps `stated_start` (None or the text) in its facts
-    if run.get("source") == "import" and "stated_start" in facts and not _stated(facts["stated_start"]):
+    if run.get("source") == "import" and "stated_start" in facts and not output_time_iso(facts["stated_start"]):
         stamp, how = facts.get("file_mtime"), "file time"
     if not isinstance(stamp, str) or not stamp:
         return None, "no start time stored"
     utc = _utc(stamp)
     return (utc, how) if utc else (None, f"unreadable start time {stamp[:40]!r}")
-
-
-def _stated(text) -> bool:
-    """Whether an output's own start line reads as a date ('Mon Mar 27 03:50:21 2017')."""
-    try:
-        datetime.strptime(" ".join(str(text).split()), "%a %b %d %H:%M:%S %Y")
-    except ValueError:
-        return False
-    return bool(text)
 
 
 @lru_cache(maxsize=4096)  # runs of one campaign step often share a start second

@@ -404,7 +404,7 @@ def _store_result(store: Store, fmt: OutputFormat, result: Result, index: int, d
     # params (or in the conflicts), its keys are enough; the stated start is the row's started_at when readable.
     facts = result.outcome.facts | {"source_file": source, "result_index": index,
                                     "from_file_name": sorted(from_name.values), "file_mtime": mtime}
-    if not _iso(result.started_at):  # none stated, or in a form not understood: the row's start is the import's
+    if not output_time_iso(result.started_at):  # none stated, or unreadable: the row holds the import time
         facts["stated_start"] = result.started_at
     if conflicts:
         facts["file_name_conflicts"] = conflicts
@@ -423,7 +423,7 @@ def _store_result(store: Store, fmt: OutputFormat, result: Result, index: int, d
                        workdir=printable(os.path.dirname(source)), nodes=nodes)
     stored = store.add_imported_run(
         record, result.outcome.valid, "; ".join(result.outcome.reasons) or None, result.outcome.metrics,
-        facts, name, data, _iso(result.started_at), _iso(result.ended_at), result.duration_s)
+        facts, name, data, output_time_iso(result.started_at), output_time_iso(result.ended_at), result.duration_s)
     return run_id, stored
 
 
@@ -465,7 +465,7 @@ def _node_count(params: dict, tags: dict, nodes_from: str = "from the file name"
     return 1, "unknown, 1 assumed"
 
 
-def _iso(stamp: str | None) -> str | None:
+def output_time_iso(stamp: str | None) -> str | None:
     """'Mon Mar 27 03:50:21 2017' (HPL, IMB) -> ISO 8601, so imported runs sort with live ones."""
     if not stamp:
         return None
