@@ -113,3 +113,16 @@ def shared_db(monkeypatch, cluster):
     monkeypatch.setenv("SLURM_CONF", cluster["slurm_conf"])
     yield db
     shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def xhpl() -> str:
+    """A standalone xhpl for the whole session, built once through `clusterbench build hpl`'s own code
+    into the user's build cache (reused when already built: the build is keyed by its inputs)."""
+    from clusterbench.bench.hpl.build import build_hpl
+    from clusterbench.errors import UserInputError
+
+    try:
+        return str(build_hpl().binary)
+    except UserInputError as exc:  # no compiler, no Debian archive
+        pytest.skip(f"cannot build xhpl here: {exc.message}")

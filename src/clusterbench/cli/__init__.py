@@ -23,6 +23,7 @@ from clusterbench.cli import (  # noqa: F401  (registers)
     run_cmd,
     system_cmd,
     tag_cmd,
+    tune_cmd,
 )
 from clusterbench.cli.app import app, err_console
 from clusterbench.errors import UserInputError

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from clusterbench.bench.hpl import output
-from clusterbench.bench.hpl.input import HplInput, render_hpl_dat
+from clusterbench.bench.hpl.input import BCAST, PFACT, PMAP, RFACT, SWAP, HplInput, render_hpl_dat
 from clusterbench.bench.hpl.output import hpl_outcome
 from clusterbench.bench.hpl.planner import DEFAULT_EFFICIENCY, STARTUP_S, check_problem, hpl_flops, resolve_grid
 from clusterbench.bench.metrics import Outcome
@@ -40,15 +40,55 @@ HPL_PARAMS = (
     *PLACEMENT_PARAMS,
     BLAS_PARAM,
     Param("threshold", float, 16.0, "HPL residual threshold", minimum=0),
-    Param("binary", str, None, "path of the benchmark binary (default: found on PATH)"),
 )
+# HPL's algorithm knobs (HPL.dat lines 14-28). None: HPL.dat's tuned default (HplInput), so a run
+# that does not set them keeps the parameters, and the id, it had before they were declared.
+HPL_KNOB_PARAMS = (
+    Param("pfact", str, None, "panel factorisation: left, crout or right (default right)", choices=tuple(PFACT)),
+    Param("rfact", str, None, "recursive panel factorisation: left, crout or right (default crout)",
+          choices=tuple(RFACT)),
+    Param("nbmin", int, None, "recursion stops at this many columns (default 4)", minimum=1, maximum=1024),
+    Param("ndiv", int, None, "panels in recursion (default 2)", minimum=2, maximum=64),
+    Param("bcast", str, None, "panel broadcast: 1rg, 1rm, 2rg, 2rm, lng or lnm (default 1rm)", choices=tuple(BCAST)),
+    Param("depth", int, None, "look-ahead depth (default 1)", minimum=0, maximum=16),
+    Param("swap", str, None, "row swapping: bin-exch, long or mix (default mix)", choices=tuple(SWAP)),
+    Param("swap_threshold", int, None, "columns above which `mix` swaps long (default 64)", minimum=0,
+          maximum=100_000),
+    Param("pmap", str, None, "process mapping: row or column major (default row)", choices=tuple(PMAP)),
+)
+HPL_KNOBS = tuple(p.name for p in HPL_KNOB_PARAMS)
+BINARY_PARAM = Param("binary", str, None, "path of the benchmark binary (default: found on PATH)")
+
+
+def knob_input(point: dict) -> dict:
+    """HplInput's fields for the knobs a point sets (the others keep HplInput's defaults)."""
+    fields: dict = {}
+    if point.get("pfact") is not None:
+        fields["pfacts"] = [PFACT[point["pfact"]]]
+    if point.get("rfact") is not None:
+        fields["rfacts"] = [RFACT[point["rfact"]]]
+    if point.get("nbmin") is not None:
+        fields["nbmins"] = [point["nbmin"]]
+    if point.get("ndiv") is not None:
+        fields["ndivs"] = [point["ndiv"]]
+    if point.get("bcast") is not None:
+        fields["bcasts"] = [BCAST[point["bcast"]]]
+    if point.get("depth") is not None:
+        fields["depths"] = [point["depth"]]
+    if point.get("swap") is not None:
+        fields["swap"] = SWAP[point["swap"]]
+    if point.get("swap_threshold") is not None:
+        fields["swap_threshold"] = point["swap_threshold"]
+    if point.get("pmap") is not None:
+        fields["pmap"] = PMAP[point["pmap"]]
+    return fields
 
 
 class HplFamily(OfficialBinary):
     """What HPCC and standalone HPL share: HPL's parameters, and how a point is completed.
     Ranks with several threads are not bound to one core, or their threads would share it."""
 
-    parameters = HPL_PARAMS
+    parameters = (*HPL_PARAMS, *HPL_KNOB_PARAMS, BINARY_PARAM)
     needs_mpi = True
     uses_blas = True
     oversubscribe_when_short = False  # HPL on more ranks than cores measures nothing useful
@@ -60,7 +100,8 @@ class HplFamily(OfficialBinary):
 
     def hpl_input(self, **overrides) -> HplInput:
         p = self.point
-        return HplInput(ns=[p["n"]], nbs=[p["nb"]], grids=[(p["p"], p["q"])], threshold=p["threshold"], **overrides)
+        fields = {"ns": [p["n"]], "nbs": [p["nb"]], "grids": [(p["p"], p["q"])], "threshold": p["threshold"]}
+        return HplInput(**(fields | knob_input(p) | overrides))
 
 
 def resolve_hpl_point(point: dict, system: SystemInfo) -> None:
@@ -101,6 +142,9 @@ class Hpl(HplFamily):
     artifacts: ClassVar[tuple[str, ...]] = ("HPL.dat", "stdout.txt", "stderr.txt")
     output_formats = (output.FORMAT,)
     metrics = output.METRICS
+    parameters = (*HplFamily.parameters,
+                  Param("samples", int, None, "solves of the same problem in one xhpl process (HPL.dat's Ns "
+                        "repeated): cheap repeats that share one start-up (default 1)", minimum=1, maximum=32))
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
@@ -126,6 +170,11 @@ class Hpl(HplFamily):
     def estimate_s(cls, point: dict, system: SystemInfo) -> float | None:
         rpeak = available_rpeak(point, system)
         return STARTUP_S + hpl_flops(point["n"]) / (rpeak * 1e9 * DEFAULT_EFFICIENCY) if rpeak else None
+
+    def hpl_input(self, **overrides) -> HplInput:
+        inp = super().hpl_input(**overrides)
+        inp.ns = inp.ns * (self.point.get("samples") or 1)
+        return inp
 
     def prepare(self, workdir: Path) -> None:
         (workdir / "HPL.dat").write_text(render_hpl_dat(self.hpl_input()))

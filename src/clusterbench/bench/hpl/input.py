@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 PFACT = {"left": 0, "crout": 1, "right": 2}
 BCAST = {"1rg": 0, "1rm": 1, "2rg": 2, "2rm": 3, "lng": 4, "lnm": 5}
 SWAP = {"bin-exch": 0, "long": 1, "mix": 2}
+PMAP = {"row": 0, "column": 1}
+RFACT = PFACT  # the recursive panel factorisation takes the same three variants
 
 
 @dataclass
