@@ -27,7 +27,7 @@ def _raw_gflops(path: Path) -> list[float]:
 
 
 def test_run_stores_and_reports_hpl_best(isolated_db):
-    s = cli_json("run", "--n", "1920", "--nb", "96", "--json")
+    s = cli_json("run", "--n", "1920", "--nb", "96", "--no-hpl", "--json")
     (run,) = [r for r in s["runs"] if "-hpcc-" in r["id"]]
     assert run["valid"] and run["status"] == "ok"
     # the built-in kernels add what HPCC alone does not give: thread scaling and the size curve
@@ -70,7 +70,7 @@ def test_run_stores_and_reports_hpl_best(isolated_db):
 
 
 def test_hybrid_layout(isolated_db):
-    s = cli_json("run", "--n", "1920", "--nb", "96", "--layout", "hybrid-node", "--no-kernels", "--json")
+    s = cli_json("run", "--n", "1920", "--nb", "96", "--layout", "hybrid-node", "--no-kernels", "--no-hpl", "--json")
     assert len(s["runs"]) == 1 and s["stream_threads"] == [] and s["pingpong_curve"] is None
     assert s["runs"][0]["valid"]
     assert (s["hpl"]["ranks"], s["hpl"]["threads"], s["hpl"]["p"], s["hpl"]["q"]) == (1, os.cpu_count(), 1, 1)
@@ -126,3 +126,36 @@ def test_missing_binary_exit_2_with_hint(missing, hint, tmp_path, isolated_db):
     assert f"{missing} not found" in out.stderr and hint in out.stderr
     if isolated_db.exists():
         assert sqlite3.connect(isolated_db).execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+
+
+def test_standalone_hpl_gives_rmax_with_most_of_the_budget(xhpl, isolated_db):
+    """By default `run` adds a standalone xhpl beside HPCC; Rmax is the best valid result of either."""
+    plan = cli_json("run", "--budget", "2m", "--dry-run", "--json")
+    hpl = plan["hpl"]
+    assert hpl and hpl["binary"] and hpl["point"]["n"] > plan["n"], plan  # xhpl gets the larger problem
+    assert hpl["estimate_s"] > 0.5 * 120 and plan["estimate_s"] <= 120
+    assert "planner's defaults" in hpl["config_source"]
+    s = cli_json("run", "--n", "1920", "--no-kernels", "--json")
+    by_bench = {r["id"].split("-")[2]: r for r in s["runs"]}
+    assert set(by_bench) == {"hpcc", "hpl"} and all(r["valid"] for r in s["runs"])
+    with Store(isolated_db, read_only=True) as store:
+        best = max(row["value"] for row in store.metric_rows("hpl_gflops", valid_only=True))
+    assert s["rmax_gflops"] == best and s["hpl"]["benchmark"] in ("hpcc", "hpl")
+
+
+def test_known_configuration_from_a_tuning_session_is_used(xhpl, isolated_db):
+    """Runs tagged tune_best (what `tune hpl` leaves) set NB, grid and knobs of the next `run`."""
+    out = cli("bench", "hpl", "-p", "n=1600", "-p", "nb=64", "-p", "p=2", "-p", "q=1", "-p", "bcast=2rm",
+              "--repeats", "2", "--tag", "tune_best=s1", "--json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    plan = cli_json("run", "--budget", "2m", "--dry-run", "--json")
+    point = plan["hpl"]["point"]
+    assert (point["nb"], point["p"], point["q"], point["bcast"]) == (64, 2, 1, "2rm")
+    assert "tuning session s1" in plan["hpl"]["config_source"]
+    assert point["n"] >= 2000  # sized from the budget, not the session's small N
+    # the user's --nb still wins over the known configuration
+    plan = cli_json("run", "--budget", "2m", "--nb", "128", "--dry-run", "--json")
+    assert plan["hpl"]["point"]["nb"] == 128 and plan["hpl"]["point"]["bcast"] == "2rm"
+    # a --layout other than the known one falls back to the planner's defaults
+    plan = cli_json("run", "--budget", "2m", "--layout", "hybrid-node", "--dry-run", "--json")
+    assert plan["hpl"]["point"].get("bcast") is None and "planner" in plan["hpl"]["config_source"]

@@ -12,35 +12,57 @@ sections, `availability()` for `clusterbench system`.
 
 from __future__ import annotations
 
+import importlib
 from typing import NamedTuple
 
-from clusterbench.bench.affinity import Affinity
 from clusterbench.bench.base import Benchmark
-from clusterbench.bench.command import Command
 from clusterbench.bench.declare import MetricSpec, OutputFormat, ReportUse
-from clusterbench.bench.dgemm import Dgemm
-from clusterbench.bench.hpcc.benchmark import Hpcc
-from clusterbench.bench.hpcg.benchmark import Hpcg
-from clusterbench.bench.hpl.benchmark import Hpl
-from clusterbench.bench.imb.benchmark import Imb
-from clusterbench.bench.iperf3 import Iperf3
-from clusterbench.bench.lulesh.benchmark import Lulesh
-from clusterbench.bench.osu.benchmark import Osu
-from clusterbench.bench.pingpong import PingPong
-from clusterbench.bench.stream.binary import StreamBinary
-from clusterbench.bench.stream.kernel import Stream
 from clusterbench.errors import UserInputError
 
-BENCHMARKS: dict[str, type[Benchmark]] = {
-    cls.name: cls for cls in (Hpl, Hpcc, Hpcg, Imb, Osu, StreamBinary, Iperf3, Lulesh,  # official binaries
-                              Stream, PingPong, Dgemm, Affinity, Command)}  # clusterbench's own kernels
+# The built-in modules, in registry order: name, module, class. Imported when first needed, so
+# that running one benchmark (`clusterbench bench hpl`, a tuner's trials) does not import the
+# other twelve; `BENCHMARKS` (every one) imports them all on first use.
+BUILTIN: tuple[tuple[str, str, str], ...] = (
+    ("hpl", "clusterbench.bench.hpl.benchmark", "Hpl"), ("hpcc", "clusterbench.bench.hpcc.benchmark", "Hpcc"),
+    ("hpcg", "clusterbench.bench.hpcg.benchmark", "Hpcg"), ("imb", "clusterbench.bench.imb.benchmark", "Imb"),
+    ("osu", "clusterbench.bench.osu.benchmark", "Osu"), ("stream-binary", "clusterbench.bench.stream.binary",
+                                                         "StreamBinary"),
+    ("iperf3", "clusterbench.bench.iperf3", "Iperf3"), ("lulesh", "clusterbench.bench.lulesh.benchmark", "Lulesh"),
+    # clusterbench's own kernels
+    ("stream", "clusterbench.bench.stream.kernel", "Stream"), ("pingpong", "clusterbench.bench.pingpong", "PingPong"),
+    ("dgemm", "clusterbench.bench.dgemm", "Dgemm"), ("affinity", "clusterbench.bench.affinity", "Affinity"),
+    ("command", "clusterbench.bench.command", "Command"),
+)
+_registered: dict[str, type[Benchmark]] = {}  # register()ed before BENCHMARKS was built
+
+
+def _builtin(module: str, attr: str) -> type[Benchmark]:
+    return getattr(importlib.import_module(module), attr)
+
+
+def __getattr__(name: str):
+    """`BENCHMARKS`: name -> class, the built-in ones then those registered, built on first use
+    (then an ordinary module attribute)."""
+    if name != "BENCHMARKS":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    table = {key: _builtin(module, attr) for key, module, attr in BUILTIN}
+    table.update(_registered)
+    globals()["BENCHMARKS"] = table
+    return table
+
+
+def _table() -> dict[str, type[Benchmark]]:
+    return globals()["BENCHMARKS"] if "BENCHMARKS" in globals() else __getattr__("BENCHMARKS")
 
 
 def register(cls: type[Benchmark]) -> type[Benchmark]:
     """Make a benchmark class known under its `name` (usable as a class decorator)."""
     if not cls.name:
         raise ValueError(f"{cls.__name__} has no name")
-    BENCHMARKS[cls.name] = cls
+    if "BENCHMARKS" in globals():
+        globals()["BENCHMARKS"][cls.name] = cls
+    else:
+        _registered[cls.name] = cls
     return cls
 
 
@@ -52,22 +74,31 @@ def _load_entry_points() -> None:
     from importlib.metadata import entry_points
 
     _entry_points_loaded = True
+    table = _table()
     for ep in entry_points(group="clusterbench.benchmarks"):
-        if ep.name not in BENCHMARKS:
+        if ep.name not in table:
             try:
                 register(ep.load())
-            except Exception as exc:  # noqa: BLE001 - a broken plugin must not break the tool
+            except Exception as exc:  # noqa: BLE001 - a broken plugin must not hide the built-in modules
                 raise UserInputError(f"benchmark plugin {ep.name!r} ({ep.value}) failed to load: {exc}") from None
 
 
 def benchmark_class(name: str) -> type[Benchmark]:
-    if name not in BENCHMARKS:
+    """The class of one benchmark; a built-in one is imported alone while BENCHMARKS is not built."""
+    if "BENCHMARKS" not in globals():
+        if name in _registered:
+            return _registered[name]
+        found = next(((module, attr) for key, module, attr in BUILTIN if key == name), None)
+        if found:
+            return _builtin(*found)
+    table = _table()
+    if name not in table:
         _load_entry_points()
     try:
-        return BENCHMARKS[name]
+        return table[name]
     except KeyError:
         raise UserInputError(f"unknown benchmark {name!r}",
-                             hint="known benchmarks: " + ", ".join(sorted(BENCHMARKS))) from None
+                             hint="known benchmarks: " + ", ".join(sorted(table))) from None
 
 
 # ---------------------------------------------------------------- what the benchmarks declare
@@ -76,7 +107,7 @@ def registered() -> list[type[Benchmark]]:
     """Every benchmark class, in registry order: the built-in ones, those registered, the plugins'."""
     if not _entry_points_loaded:
         _load_entry_points()
-    return list(BENCHMARKS.values())
+    return list(_table().values())
 
 
 def output_formats() -> list[OutputFormat]:

@@ -49,6 +49,9 @@ def bench(
     as_json: Annotated[bool, typer.Option("--json", help="Print the runs and metrics as JSON.")] = False,
 ) -> None:
     """Run one benchmark once (or --repeats times), store it like any run, print its metrics."""
+    from clusterbench.execution.executor import prefetch_state
+
+    prefetch_state()  # this machine's state, read while the rest of the command loads and plans the run
     from clusterbench.campaign.expand import expand
     from clusterbench.campaign.spec import BenchmarkBlock, Campaign, CampaignError
     from clusterbench.errors import UserInputError

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
@@ -95,18 +96,20 @@ def plan(
         if path:
             path.write_text(text())
 
+    model = model_predictions(result, info, interconnect.value, from_file is not None)
     if as_json:
-        print(json.dumps(result.to_dict(), indent=2))
+        print(json.dumps(result.to_dict() | {"model": model}, indent=2))
         return
     title = (f"HPL plan: {nodes} node(s) x {format_bytes(result.memory_per_node_bytes)}, "
              + (f"N from a {time_budget} budget" if time_budget else f"fraction {fraction} of memory")
              + " — N = floor(sqrt(f*M/8)/NB)*NB")
     table = Table(title=title, title_justify="left")
-    for col in ("NB", "N", "matrix", "% of memory", "est. HPL time"):
+    for col in ("NB", "N", "matrix", "% of memory", "est. HPL time", "model time", "model Gflop/s"):
         table.add_column(col, justify="right")
-    for r in result.rows:
+    for r, m in zip(result.rows, model["rows"], strict=True):
         table.add_row(str(r.nb), str(r.n), format_bytes(r.matrix_bytes), f"{100 * r.memory_fraction:.1f}%",
-                      f"{r.estimated_s:.0f} s" if r.estimated_s else "?")
+                      f"{r.estimated_s:.0f} s" if r.estimated_s else "?", format_seconds(m["seconds"]),
+                      f"{m['gflops']:.1f}")
     console.print(table)
     lay = result.layout
     console.print(f"Layout [bold]{lay.name}[/]: {result.ranks} ranks x {lay.threads_per_rank} thread(s); "
@@ -114,6 +117,48 @@ def plan(
     if result.rpeak_gflops:
         console.print(f"Rpeak {result.rpeak_gflops:.1f} Gflop/s; time estimates assume {result.efficiency:.0%} "
                       "efficiency.")
+    best = model["grids_at"]
+    console.print(f"Model on {nodes} node(s), N={best['n']} NB={best['nb']}: "
+                  + ", ".join(f"{g['grid']} {g['gflops']:.1f} Gflop/s" for g in model["grids"])
+                  + f" (model prefers {model['grids'][0]['grid']})")
+    console.print(f"Model rates: {model['source']}", highlight=False)
     for path in (write_hpl_dat, write_hpccinf):
         if path:
             console.print(f"wrote {path}")
+
+
+def format_seconds(seconds: float) -> str:
+    return f"{seconds:.2g} s" if seconds < 10 else f"{seconds:.0f} s"
+
+
+def model_predictions(result, info, interconnect: str, from_file: bool) -> dict:
+    """The HPL model's time and Gflop/s of each row on the chosen grid, and of every grid at the row
+    the model finds fastest, with the rates' source (stored runs of this system, else fallbacks).
+    The store is only read; one that cannot be read leaves the fallbacks (planning must not stop)."""
+    from clusterbench.bench.hpl.model import Problem, predict
+    from clusterbench.store.db import Store
+    from clusterbench.system.discover import discover
+    from clusterbench.tune.rates import rates_for
+
+    system = info if from_file else discover(nodes=result.nodes)  # with software: the stored runs' identity
+    try:
+        with Store(read_only=True) as store:
+            rates, source = rates_for(store, system, result.nodes, interconnect=interconnect)
+    except Exception:  # noqa: BLE001 - no store, or one that cannot be read: the fallbacks
+        rates, source = rates_for(None, system, result.nodes, interconnect=interconnect)
+    threads = result.layout.threads_per_rank
+    p, q = result.grid
+    rows = []
+    for r in result.rows:
+        pred = predict(Problem(r.n, r.nb, p, q, result.nodes, threads), rates)
+        rows.append({"nb": r.nb, "n": r.n, "grid": f"{p}x{q}", "seconds": pred.seconds, "gflops": pred.gflops,
+                     "compute_s": pred.compute_s, "communication_s": pred.communication_s})
+    fastest = max(rows, key=lambda row: row["gflops"])
+    grids = []
+    for gp, gq in result.grids:
+        pred = predict(Problem(fastest["n"], fastest["nb"], gp, gq, result.nodes, threads), rates)
+        grids.append({"grid": f"{gp}x{gq}", "seconds": pred.seconds, "gflops": pred.gflops,
+                      "communication_s": pred.communication_s})
+    grids.sort(key=lambda g: -g["gflops"])
+    return {"source": source, "rates": asdict(rates), "rows": rows,
+            "grids_at": {"n": fastest["n"], "nb": fastest["nb"]}, "grids": grids}

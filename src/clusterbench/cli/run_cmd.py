@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
 from typing import Annotated
 
 import typer
@@ -14,6 +15,7 @@ from clusterbench.bench.params import MAX_N
 from clusterbench.cli.app import app, console, err_console, open_store
 from clusterbench.cli.plan_cmd import LayoutName
 from clusterbench.cli.system_cmd import positive
+from clusterbench.errors import UserInputError
 from clusterbench.units import format_bytes
 
 
@@ -24,12 +26,19 @@ def run(
         "--full", help="List-grade run: HPL N fills 80% of memory (long: minutes to hours).")] = False,
     n: Annotated[int | None, typer.Option("--n", help="HPL problem size (overrides the budget).", min=1, max=MAX_N)]
     = None,
-    nb: Annotated[int, typer.Option("--nb", help="HPL block size.", min=1, max=100_000)] = 192,
-    layout: Annotated[LayoutName, typer.Option(help="Rank/thread layout.")] = LayoutName.mpi,
+    nb: Annotated[int | None, typer.Option(
+        "--nb", help="HPL block size (default: the best known for this system, else 192).", min=1, max=100_000,
+        show_default=False)] = None,
+    layout: Annotated[LayoutName | None, typer.Option(
+        help="Rank/thread layout (default: the best known for this system, else mpi).", show_default=False)] = None,
     kernels: Annotated[bool, typer.Option(
         help="Also run the built-in STREAM (threads 1..cores) and ping-pong (0..4 MiB) kernels.")] = True,
+    hpl: Annotated[bool, typer.Option(
+        "--hpl/--no-hpl", help="Run standalone HPL with most of the budget, in the best configuration known for "
+        "this system (`clusterbench tune hpl`); its xhpl is found, or built once (about 20 s).")] = True,
     xhpl: Annotated[str | None, typer.Option(
-        help="Also run this standalone xhpl (or $CLUSTERBENCH_XHPL) at the planned N.")] = None,
+        help="The standalone xhpl to run (default: $CLUSTERBENCH_XHPL, PATH, or `clusterbench build hpl`'s).")]
+    = None,
     flops_per_cycle: Annotated[int | None, typer.Option(help="Override DP flops/cycle/core.", min=1, max=1024)] = None,
     frequency: Annotated[float | None, typer.Option(help="Override nominal frequency (MHz).", min=1, max=100_000)]
     = None,
@@ -47,19 +56,23 @@ def run(
     budget_s = parse_duration(budget, "--budget")
     positive(n, "--n")
     positive(nb, "--nb")
+    if xhpl and not hpl:
+        raise UserInputError("--xhpl and --no-hpl contradict each other", hint="drop one of them")
     positive(flops_per_cycle, "--flops-per-cycle")
     positive(frequency, "--frequency")
     info = discover(flops_per_cycle, frequency)
-    xhpl_path = find_xhpl(xhpl) if xhpl else None
+    xhpl_path = find_xhpl(xhpl) if xhpl else (find_xhpl() if hpl else None)
     with open_store() as store:
-        plan = plan_suite(info, store, budget_s, full=full, n=n, nb=nb, layout_name=layout.value,
-                          xhpl=xhpl_path, kernels=kernels)
+        plan = plan_suite(info, store, budget_s, full=full, n=n, nb=nb, layout_name=layout.value if layout else None,
+                          xhpl=xhpl_path, kernels=kernels, standalone=hpl)
         if not as_json:
             console.print(
                 f"[bold]Plan[/]: HPCC with N={plan.n} NB={plan.nb} P x Q={plan.p}x{plan.q}, "
                 f"{plan.layout.ranks} rank(s) x {plan.layout.threads_per_rank} thread(s) "
                 f"({plan.layout.name}); {escape(plan.reason)}; "
                 f"estimated {format_duration(plan.estimate_s)} in all")
+            if plan.hpl:
+                console.print(f"[bold]HPL[/]: {escape(standalone_line(plan.hpl))}")
             if plan.kernels:
                 console.print("[bold]Kernels[/]: " + escape(", ".join(
                     f"{r.benchmark}({', '.join(f'{k}={r.params[k]}' for k in ('ranks', 'threads'))})"
@@ -71,10 +84,13 @@ def run(
                 print(json.dumps({"n": plan.n, "nb": plan.nb, "p": plan.p, "q": plan.q,
                                   "layout": plan.layout.__dict__, "estimate_s": plan.estimate_s,
                                   "reason": plan.reason, "xhpl": plan.xhpl,
+                                  "hpl": standalone_dict(plan.hpl),
                                   "kernels": [{"benchmark": r.benchmark, "params": r.params,
                                                "estimate_s": r.estimate_s} for r in plan.kernels],
                                   "skipped": plan.skipped}, indent=2, default=str))
             return
+        if plan.hpl and not plan.hpl.binary:
+            build_standalone(plan, as_json)
         with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                       TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
                       console=console, transient=True, disable=as_json) as progress:
@@ -106,6 +122,41 @@ def run(
         print_summary(summary)
     if not any(r.valid for r in result.runs):
         raise typer.Exit(1)
+
+
+def standalone_line(hpl) -> str:
+    """The plan of the standalone HPL in one line: point, where the configuration comes from, why N."""
+    p = hpl.point
+    knobs = ", ".join(f"{k}={v}" for k, v in p.items() if k not in ("n", "nb", "p", "q", "layout"))
+    where = hpl.binary or f"xhpl built first (`clusterbench build hpl`, about {hpl.build_s:.0f} s, once)"
+    return (f"xhpl with N={p['n']} NB={p['nb']} P x Q={p['p']}x{p['q']} ({p['layout']}{', ' + knobs if knobs else ''})"
+            f"; configuration from {hpl.config_source}; {hpl.reason}; about {hpl.estimate_s:.0f} s; {where}")
+
+
+def standalone_dict(hpl) -> dict | None:
+    if hpl is None:
+        return None
+    return {"point": hpl.point, "binary": hpl.binary, "build_s": hpl.build_s, "estimate_s": hpl.estimate_s,
+            "reason": hpl.reason, "config_source": hpl.config_source}
+
+
+def build_standalone(plan, as_json: bool) -> None:
+    """Build xhpl (once: the build cache keeps it) before the runs; without it the suite goes on with
+    HPCC's HPL and says why."""
+    from clusterbench.bench.hpl.build import build_hpl
+
+    try:
+        with console.status("building xhpl (`clusterbench build hpl`, once)", spinner="dots") if not as_json \
+                else nullcontext():
+            built = build_hpl()
+    except UserInputError as exc:
+        plan.skipped.append(f"hpl: xhpl could not be built ({exc.message}); Rmax comes from HPCC's HPL phase")
+        plan.hpl = None
+        return
+    plan.hpl.binary = plan.xhpl = str(built.binary)
+    if not as_json:
+        console.print(f"[bold]xhpl[/]: {escape(str(built.binary))} "
+                      f"({'built now' if built.rebuilt else 'already built'})")
 
 
 def _fmt(v: float | None, unit: str, digits: int = 2) -> str:

@@ -1,11 +1,243 @@
-"""`clusterbench tune hpl`: the budgeted HPL tuner (helper C2 writes this module)."""
+"""`clusterbench tune hpl`: the budgeted HPL tuner (the library is clusterbench.tune; docs/tune.md)."""
 
 from __future__ import annotations
 
-import typer
+import json
+import math
+from pathlib import Path
+from typing import Annotated
 
-from clusterbench.cli.app import app
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from clusterbench.cli.app import app, console, err_console, open_store
 
 tune_app = typer.Typer(help="Find the best configuration of a benchmark within a time budget (HPL).",
                        no_args_is_help=True)
 app.add_typer(tune_app, name="tune")
+
+
+def _space_items(items: list[str]) -> dict:
+    from clusterbench.errors import UserInputError
+
+    out: dict = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip() or not raw.strip():
+            raise UserInputError(f"invalid --space {item!r}",
+                                 hint="write --space KEY=VALUES, e.g. --space nb=64..256:32 or --space bcast=1rm,2rm "
+                                      "or --space depth=1")
+        key = key.strip()
+        if key in out:
+            raise UserInputError(f"--space {key} given twice", hint="give all its values in one --space")
+        out[key] = raw.strip()
+    return out
+
+
+def _from_campaign(path: Path, block_name: str | None, options):
+    """The options, site and system of a campaign file's hpl block (its space: and params:), located errors."""
+    from clusterbench.bench.hpl.benchmark import Hpl
+    from clusterbench.campaign.expand import site_key
+    from clusterbench.campaign.spec import CampaignError, load_campaign
+    from clusterbench.campaign.where import site_from_section, system_from_facts
+    from clusterbench.cluster.facts import gather
+    from clusterbench.errors import UserInputError
+    from clusterbench.system.discover import discover
+
+    campaign, source = load_campaign(path)
+    blocks = [(i, b) for i, b in enumerate(campaign.benchmarks) if b.benchmark == "hpl"
+              and (block_name is None or b.label == block_name)]
+    if not blocks:
+        raise CampaignError(f"no hpl block{' named ' + repr(block_name) if block_name else ''} to tune", source,
+                            ("benchmarks",), hint="add a block with benchmark: hpl and a space:, or give --block NAME")
+    i, block = blocks[0]
+    try:
+        site = site_from_section(campaign.cluster)
+    except UserInputError as exc:
+        raise CampaignError(exc.message, source, ("cluster",), hint=exc.hint) from None
+    local = discover()
+    system = system_from_facts(gather(site.inventory.names), local) if site.inventory else local
+
+    def option(key: str) -> str:
+        loc = ("benchmarks", i, "space", key) if key in block.space else ("benchmarks", i, "space")
+        return f"{source.where(loc)}: benchmarks[{i}].{'space.' + key if key in block.space else 'space'}"
+
+    declared = {p.name: p for p in Hpl.parameters}
+    fixed = {}
+    for name, value in block.params.items():
+        if name not in declared:
+            raise CampaignError(f"hpl has no parameter {name!r}", source, ("benchmarks", i, "params", name))
+        try:
+            fixed[name] = declared[name].check(value)
+        except UserInputError as exc:
+            raise CampaignError(exc.message, source, ("benchmarks", i, "params", name)) from None
+    if campaign.cluster.mpi and "mpi" not in fixed:
+        fixed["mpi"] = campaign.cluster.mpi
+    n = fixed.pop("n", None)
+    options.space = dict(block.space) | options.space
+    options.fixed = fixed | options.fixed
+    options.n = options.n or n
+    if "nodes" in fixed:
+        options.nodes = fixed.pop("nodes")
+    options.option = option
+    options.timeout_s = block.timeout_s or campaign.timeout_s
+    options.env = {k: str(v) for k, v in (campaign.env | block.env).items()}
+    return options, site, site_key(campaign), system
+
+
+@tune_app.command("hpl")
+def tune_hpl(
+    budget: Annotated[str, typer.Option(help="Time budget of the search, e.g. 30m, 2h.")] = "10m",
+    n: Annotated[int | None, typer.Option("--n", help="Top level's N (default: sized from the budget and "
+                                          "memory).")] = None,
+    nodes: Annotated[int, typer.Option(help="Nodes per trial.")] = 1,
+    space: Annotated[list[str] | None, typer.Option("--space", metavar="KEY=VALUES", help=(
+        "Search dimension (repeatable): nb=64..256:32, bcast=1rm,2rm, depth=1 (fixes it), "
+        "'grid=mpi 1x2,hybrid-node 1x1', layout=mpi, blas=openblas-pthread, pfact/rfact/nbmin/ndiv/swap/..."))] = None,
+    levels: Annotated[int, typer.Option(help="Fidelity levels (problem sizes).")] = 3,
+    eta: Annotated[int, typer.Option(help="Successive halving's ratio: 1/eta of a level is promoted.")] = 3,
+    seed: Annotated[int, typer.Option(help="Random seed of the search.")] = 0,
+    repeats: Annotated[int, typer.Option(help="Samples of each finalist at the top level.")] = 3,
+    name: Annotated[str | None, typer.Option(help="Session name (default: a hash of what decides the trials).")]
+    = None,
+    campaign: Annotated[Path | None, typer.Option(help="A campaign file: its cluster: and hpl block's "
+                                                  "space:/params:.")] = None,
+    block: Annotated[str | None, typer.Option(help="The campaign's hpl block to tune (default: the first).")]
+    = None,
+    final_n: Annotated[int | None, typer.Option("--final-n", help="N of the written HPL.dat (default: the top "
+                                                "level's).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Output folder (default ./<session>, e.g. "
+                                             "./tune-hpl-1a2b3c4d5e).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the space, levels and costs; run nothing.")]
+    = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Search HPL's configurations (NB, grid and layout, BLAS, algorithm knobs) within a time budget:
+    small N prunes, large N decides, finalists repeated; every trial is a stored run, so a second call
+    continues where an interrupted one stopped."""
+    from clusterbench.errors import UserInputError
+    from clusterbench.system.discover import discover
+    from clusterbench.tune.session import TuneOptions, prepare
+    from clusterbench.units import parse_duration
+
+    try:
+        budget_s = parse_duration(budget, "--budget")
+    except UserInputError as exc:
+        raise UserInputError(f"--budget {budget}: {exc.message}", hint="e.g. --budget 30m") from None
+    options = TuneOptions(budget_s=budget_s, n=n, nodes=nodes, space=_space_items(space or []), levels=levels,
+                          eta=eta, seed=seed, repeats=repeats, name=name, final_n=final_n)
+    written = dict(options.space)
+    options.option = lambda key: f"--space {key}={written[key]}" if key in written else "--space"
+    site_key = ""
+    if campaign is not None:
+        options, site, site_key, system = _from_campaign(campaign, block, options)
+    else:
+        from clusterbench.launch.site import LOCAL
+
+        site, system = LOCAL, discover()
+    with open_store() as store:
+        store.remember_system(system)
+        session = prepare(store, options, system, site=site, site_key=site_key, system_id=system.fingerprint())
+        if dry_run:
+            _print_dry_run(session, as_json)
+            return
+        _run(store, session, out or Path(session.name), as_json)
+
+
+def _print_dry_run(session, as_json: bool) -> None:
+    cost, _ = session.cheapest()
+    info = {"session": session.name, "space": session.hspace.space.dims, "space_size": session.hspace.space.size,
+            "fixed": session.hspace.fixed, "levels_n": session.hspace.ns, "rates": session.rates_source,
+            "cheapest_trial_s": cost, "budget_s": session.options.budget_s,
+            "sweep_estimate_s": session.sweep_estimate_s()}
+    if as_json:
+        print(json.dumps(info, indent=2, default=str))
+        return
+    table = Table("dimension", "values", title=f"tune hpl {session.name}: {session.hspace.space.size:,} points",
+                  title_justify="left")
+    for key, values in session.hspace.describe():
+        table.add_row(key, escape(values))
+    console.print(table)
+    console.print(f"levels: N = {', '.join(str(x) for x in session.hspace.ns)}; fixed: "
+                  f"{escape(json.dumps(session.hspace.fixed, default=str))}")
+    console.print(f"model rates: {escape(session.rates_source)}")
+    console.print(f"cheapest trial about {cost:.1f} s; budget {session.options.budget_s:.0f} s; an exhaustive sweep "
+                  f"(every point once at N={session.hspace.ns[-1]}) would take about "
+                  f"{_duration(session.sweep_estimate_s())}")
+
+
+def _duration(seconds: float) -> str:
+    from clusterbench.units import format_duration
+
+    return format_duration(seconds) if math.isfinite(seconds) else "?"
+
+
+def _run(store, session, out: Path, as_json: bool) -> None:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from clusterbench.campaign.engine import campaign_lock
+    from clusterbench.report.tune import best_so_far_svg
+    from clusterbench.tune.session import summary, tag_best, trial_points, write_outputs
+
+    budget = session.options.budget_s
+    progress = Progress(TextColumn("[bold]tune hpl[/]"), BarColumn(), TextColumn("{task.fields[spent]:.0f}/"
+                        f"{budget:.0f} s budget"), TimeElapsedColumn(), TextColumn("{task.fields[note]}"),
+                        console=err_console, transient=True, disable=as_json)
+    task = progress.add_task("tune", total=budget, spent=0.0, note="")
+    spent = [0.0]
+
+    def on_trial(sample, partial) -> None:
+        if not sample.replayed:
+            spent[0] += sample.seconds
+        value = f"{sample.value:.2f} Gflop/s" if math.isfinite(sample.value) else "invalid"
+        note = f"L{sample.level} {sample.config.key()[:70]} {value}{' (stored)' if sample.replayed else ''}"
+        progress.update(task, completed=min(spent[0], budget), spent=spent[0], note=escape(note))
+
+    try:
+        with campaign_lock(store.path, session.name), progress:
+            result = session.run(on_trial)
+    except KeyboardInterrupt:
+        err_console.print(f"[yellow]interrupted[/]: finished trials are stored; run the same command again to "
+                          f"continue session {session.name}")
+        raise typer.Exit(130) from None
+    tag_best(store, session, result)
+    paths = write_outputs(session, result, out)
+    svg = out / "best-so-far.svg"
+    svg.write_text(best_so_far_svg(result.history, trial_points(result), session.hspace.ns,
+                                   f"tune hpl {session.name}: best so far"))
+    paths["svg"] = svg
+    info = summary(session, result)
+    if as_json:
+        print(json.dumps(info | {"outputs": {k: str(v) for k, v in paths.items()}}, indent=2, default=str))
+        return
+    _print_result(session, result, info, paths)
+
+
+def _print_result(session, result, info: dict, paths: dict) -> None:
+    best = result.best
+    if best is None:
+        console.print("[red]no valid configuration found[/]: every trial failed or the budget ran out first")
+    else:
+        ci = "" if not math.isfinite(best.ci_low) else \
+            f" (interval {best.ci_low:.2f}-{best.ci_high:.2f}, covers the median with {best.ci_level:.0%})"
+        console.print(f"[bold]best[/]: {escape(best.config.key())}")
+        console.print(f"  {best.median:.2f} Gflop/s median{ci}, {len(best.samples)} samples at "
+                      f"N={session.hspace.ns[best.level]}")
+    if info["finalists"]:
+        table = Table("configuration", "median Gflop/s", "interval (coverage)", "n", "same as best?", title="finalists",
+                      title_justify="left")
+        for f in info["finalists"][:10]:
+            lo, hi = f["ci95"]
+            table.add_row(escape(",".join(f"{k}={v}" for k, v in f["config"].items())), f"{f['median_gflops']:.2f}",
+                          "-" if not math.isfinite(lo) else f"{lo:.2f}-{hi:.2f} ({f['ci_coverage']:.0%})",
+                          str(f["samples"]),
+                          "yes" if f["indistinguishable_from_best"] else "no")
+        console.print(table)
+    t = info["trials"]
+    console.print(f"trials: {t['ran']} run, {t['replayed']} replayed from the store, {t['invalid']} invalid; "
+                  f"budget {result.spent_s:.0f} of {session.options.budget_s:.0f} s spent ({escape(result.stopped)})")
+    console.print(f"an exhaustive sweep of the {session.hspace.space.size:,} points at N={session.hspace.ns[-1]} "
+                  f"would take about {_duration(info['sweep_estimate_s'])}")
+    for label, path in paths.items():
+        console.print(f"{label}: {escape(str(path))}")

@@ -25,7 +25,6 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import lru_cache
 from pathlib import Path
 
 from clusterbench.bench.base import Benchmark
@@ -186,6 +185,7 @@ def execute(store: Store, request: RunRequest,
     hosts = observe.run_hosts(run.site, run.launch)
     with ExitStack() as restore_after:
         if machine_keys(request.settings):
+            observe.discard_prefetch()  # the state is read after the settings are applied
             try:
                 restore_after.enter_context(settings.applied_settings(journal_dir(store), hosts, request.settings,
                                                                       hosts))
@@ -232,17 +232,17 @@ def journal_dir(store: Store) -> Path:
     return settings.journal_dir_for(store.path)
 
 
-@lru_cache(maxsize=1)
-def clock_binary() -> str | None:
-    """The core-clock kernel the state script runs on each node (built once, in the cache the
-    nodes share); None where it cannot be built: the state is then read without a clock."""
-    from clusterbench.errors import UserInputError
-    from clusterbench.native.build import clock_binary as build_clock
+clock_binary = observe.clock_binary  # the core-clock kernel of the state script (cached per process)
 
-    try:
-        return str(build_clock())
-    except (UserInputError, OSError):  # no compiler (MissingToolError), a failed build (BuildError)
-        return None
+
+def prefetch_state(site: Site = LOCAL, env: dict[str, str] | None = None) -> bool:
+    """Start reading this machine's state for a run about to start here (observe.prefetch_state):
+    the CLI calls it first thing, so the read overlaps its imports, discovery and expansion. Only
+    for a run on this machine (LOCAL: its nodes are 'localhost'); `env` is the run's extra
+    environment over os.environ. A run whose script differs reads its state itself."""
+    if site is not LOCAL or not observe.enabled():
+        return False
+    return observe.prefetch_state(["localhost"], dict(os.environ) | (env or {}), clock_binary())
 
 
 def finish(store: Store, run: Started, proc: ProcessResult, timeout_s: float | None,

@@ -9,6 +9,14 @@ death of clusterbench, kill -9 included, because the pipe closes with it. Its sa
 `activity-<node>.jsonl` in the run directory, stored with the run; their summary is the run's
 `activity` facts, and a node that throttled flags the run (`throttled`).
 
+The state read can start ahead (`prefetch_state`) while clusterbench still prepares the run (the
+CLI's imports, discovery and expansion, the run loop's directory and inputs): it costs about 0.1 s
+(half of it the clock kernel), which a tuner's many short trials would otherwise each pay in
+series. `collect_state` takes that answer only when it is for the very same script and nodes,
+started at most PREFETCH_MAX_AGE_S before; else it reads the state again. Still read before the
+command starts, and never before a run's `system:` settings are applied (the executor discards a
+prefetch then).
+
 Nothing here decides a run's validity: a run whose nodes could not be observed is stored as it
 is, with the reason under `state`/`activity`. `CLUSTERBENCH_OBSERVE=0` turns both off (the
 overhead benchmark compares runs with and without).
@@ -21,8 +29,10 @@ import re
 import shlex
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from clusterbench.launch.hosts import is_local
@@ -32,6 +42,7 @@ from clusterbench.launch.spec import Launch
 from clusterbench.system import activity, state
 
 STATE_TIMEOUT_S = 30.0
+PREFETCH_MAX_AGE_S = 5.0  # an answer read ahead is used this long after its read started, no longer
 SAMPLE_INTERVAL_S = 1.0
 STOP_WAIT_S = 5.0  # a sampler writes its last sample within an interval of its pipe closing
 CLOCK_MS = 50  # the core-clock kernel's run per node and run
@@ -63,9 +74,22 @@ def mpi_variables(env: dict[str, str]) -> dict[str, str]:
 
 
 def collect_state(hosts: list[str], env: dict[str, str], clock_binary: str | None = None) -> dict[str, dict]:
-    """Every node's state, read in one round trip; a node that did not answer gets its error."""
+    """Every node's state, read in one round trip; a node that did not answer gets its error.
+    The answer of a matching `prefetch_state` is taken when there is one (see the module's docstring)."""
+    script = _state_script(hosts, env, clock_binary)
+    ahead = _take_prefetch((tuple(hosts), script))
+    if ahead is not None and ahead.done.wait(STATE_TIMEOUT_S + 5.0) and ahead.result is not None:
+        prefetch_stats["used"] += 1
+        return ahead.result
+    return _read_state(hosts, script)
+
+
+def _state_script(hosts: list[str], env: dict[str, str], clock_binary: str | None) -> str:
     peers = hosts if len(hosts) > 1 else []
-    script = state.state_script(mpi_variables(env), peers, clock_binary, CLOCK_MS)
+    return state.state_script(mpi_variables(env), peers, clock_binary, CLOCK_MS)
+
+
+def _read_state(hosts: list[str], script: str) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for answer in run_everywhere(hosts, script, STATE_TIMEOUT_S):
         if not answer.ok and "@@cb:" not in answer.stdout:
@@ -74,6 +98,82 @@ def collect_state(hosts: list[str], env: dict[str, str], clock_binary: str | Non
             continue
         out[node_key(answer.host)] = _node_state(answer.stdout, answer.host)
     return out
+
+
+@dataclass
+class _Prefetch:
+    key: tuple
+    started: float
+    done: threading.Event = field(default_factory=threading.Event)
+    result: dict | None = None
+
+
+_prefetch_lock = threading.Lock()
+_prefetched: _Prefetch | None = None
+prefetch_stats = {"started": 0, "used": 0}  # for tests and benchmarks/harness_overhead.py
+
+
+def prefetch_state(hosts: list[str], env: dict[str, str], clock_binary: str | None = None) -> bool:
+    """Start reading the nodes' state now, in the background, for a run about to start with these
+    nodes and environment; False (and nothing started) when observing is off or the inputs would
+    not make a script (collect_state then raises the same error itself)."""
+    global _prefetched
+    if not enabled():
+        return False
+    try:
+        script = _state_script(hosts, env, clock_binary)
+    except Exception:  # noqa: BLE001 - collect_state reports it, with the run
+        return False
+    key = (tuple(hosts), script)
+    with _prefetch_lock:
+        pending = _prefetched
+    if pending is not None and pending.key == key and time.monotonic() - pending.started < PREFETCH_MAX_AGE_S / 2:
+        return True  # the same read is already under way (the CLI's, then the run loop's)
+    ahead = _Prefetch(key, time.monotonic())
+
+    def read() -> None:
+        try:
+            ahead.result = _read_state(hosts, script)
+        except Exception:  # noqa: BLE001 - collect_state reads again
+            ahead.result = None
+        finally:
+            ahead.done.set()
+
+    # a daemon thread: a command that fails before its run does not wait for the read at exit
+    threading.Thread(target=read, name="clusterbench-state-prefetch", daemon=True).start()
+    with _prefetch_lock:
+        _prefetched = ahead
+        prefetch_stats["started"] += 1
+    return True
+
+
+def discard_prefetch() -> None:
+    """Forget a state read ahead (a run whose settings change the nodes first must read them after)."""
+    global _prefetched
+    with _prefetch_lock:
+        _prefetched = None
+
+
+def _take_prefetch(key: tuple) -> _Prefetch | None:
+    global _prefetched
+    with _prefetch_lock:
+        ahead, _prefetched = _prefetched, None
+    if ahead is None or ahead.key != key or time.monotonic() - ahead.started > PREFETCH_MAX_AGE_S:
+        return None
+    return ahead
+
+
+@lru_cache(maxsize=1)
+def clock_binary() -> str | None:
+    """The core-clock kernel the state script runs on each node (built once, in the cache the
+    nodes share); None where it cannot be built: the state is then read without a clock."""
+    from clusterbench.errors import UserInputError
+    from clusterbench.native.build import clock_binary as build_clock
+
+    try:
+        return str(build_clock())
+    except (UserInputError, OSError):  # no compiler (MissingToolError), a failed build (BuildError)
+        return None
 
 
 def _node_state(text: str, host: str) -> dict:

@@ -15,8 +15,6 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from ClusterShell.NodeSet import NodeSet, NodeSetParseError
-
 from clusterbench.errors import UserInputError
 
 SLURM_ALLOCATION = "slurm"
@@ -39,6 +37,8 @@ class Inventory:
 
     def nodeset(self, count: int | None = None) -> str:
         """The folded form (node[1-4]) of the first `count` hosts."""
+        from ClusterShell.NodeSet import NodeSet  # here: 15 ms to import, which a run on this machine never needs
+
         return str(NodeSet.fromlist(self.names[:count] if count else self.names))
 
     def first(self, count: int) -> list[Host]:
@@ -50,6 +50,8 @@ class Inventory:
 
 def expand_nodeset(text: str) -> list[str]:
     """Names in the order written (NodeSet alone sorts them): 'pi[01-02],head' -> pi01, pi02, head."""
+    from ClusterShell.NodeSet import NodeSet, NodeSetParseError
+
     parts = re.findall(r"[^,\[]+(?:\[[^\]]*\][^,\[]*)*", text)
     try:
         names = [name for part in parts for name in NodeSet(part)]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from clusterbench.bench.hpcc.benchmark import find_hpcc
 from clusterbench.bench.hpcc.budget import HpccTimeModel
-from clusterbench.bench.hpl.planner import check_problem, grids, n_for_memory
+from clusterbench.bench.hpl.planner import check_problem, grids, hpl_flops, n_for_memory
 from clusterbench.bench.layout import Layout, layouts
 from clusterbench.bench.metrics import Metric
 from clusterbench.bench.registry import benchmark_class
@@ -32,11 +32,19 @@ from clusterbench.execution.request import PlannedRun
 from clusterbench.launch.mpirun import require_mpirun
 from clusterbench.store.db import Store
 from clusterbench.system.discover import SystemInfo
+from clusterbench.tune.known import best_known
 
 FULL_FRACTION = 0.80
 PINGPONG_MAX_LOG2 = 22  # 4 MiB: past HPCC's 2,000,000-byte messages, quick on any node
 MIN_HPCC_BUDGET_S = 10.0
-KERNEL_SHARE = 0.4  # of the budget, at most, for the STREAM thread scaling
+KERNEL_SHARE = 0.25  # of the budget, at most, for the STREAM thread scaling
+HPCC_SHARE = 0.2  # of the budget for HPCC when a standalone HPL runs too (HPCC's other figures need no large N)
+DEFAULT_NB = 192
+XHPL_BUILD_S = 20.0  # `clusterbench build hpl` from Debian's hpcc source: 14-20 s on the 2-core VM
+XHPL_STARTUP_S = 0.4  # mpirun and MPI_Init of a 2-rank xhpl (0.36-0.41 s measured at N=1000)
+XHPL_SETUP_COEFF = 2.2e-8  # s per matrix element: generating and checking A (2-2.9 s at N=10000 here)
+MIN_XHPL_BUDGET_S = 8.0
+MIN_XHPL_N = 2000
 STREAM_NTIMES_STEPS = (None, 6, 4, 3)  # None: the kernel's default (10), as STREAM itself
 
 
@@ -53,6 +61,7 @@ class SuitePlan:
     xhpl: str | None = None
     kernels: list[PlannedRun] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # kernels that cannot run here, with why
+    hpl: StandaloneHpl | None = None
 
 
 @dataclass
@@ -133,42 +142,141 @@ def _kernel_runs(block: BenchmarkBlock, system: SystemInfo, skipped: list[str]) 
         return []
 
 
+@dataclass
+class StandaloneHpl:
+    """The suite's standalone HPL run: its binary (None: built first), point, and why these values."""
+
+    point: dict  # the hpl parameters: n, nb, p, q, layout and whatever the known configuration sets
+    layout: Layout
+    estimate_s: float
+    reason: str  # why this N
+    config_source: str  # where NB, grid, layout, BLAS and the knobs come from
+    binary: str | None = None
+    build_s: float = 0.0  # expected time of `clusterbench build hpl` when binary is None
+    time_model: XhplTimeModel | None = None
+
+
+@dataclass(frozen=True)
+class XhplTimeModel:
+    """Wall time of one xhpl run: start-up, the matrix's generation and check (about c x N^2), the solve.
+
+    The rate is the best evidence at hand: the known configuration's measured median, else HPL's
+    efficiency learned from this system's HPCC runs, else the default efficiency. A rate measured at
+    a smaller N underestimates the large-N rate, so the N it picks errs on the short side."""
+
+    gflops: float
+    source: str
+
+    def seconds(self, n: int) -> float:
+        return XHPL_STARTUP_S + XHPL_SETUP_COEFF * n * n + hpl_flops(n) / (self.gflops * 1e9)
+
+    def largest_n(self, budget_s: float, nb: int, n_max: int) -> int:
+        """The largest multiple of NB (at most n_max) whose run fits the budget; 0 when none does."""
+        n = n_max // nb * nb
+        while n > 0 and self.seconds(n) > budget_s:
+            n -= nb
+        return n
+
+
 def plan_suite(system: SystemInfo, store: Store, budget_s: float, full: bool = False,
-               n: int | None = None, nb: int = 192, layout_name: str = "mpi",
-               xhpl: str | None = None, kernels: bool = True) -> SuitePlan:
-    """Choose N, NB, grid and layout; refuse (exit 2) anything that cannot run."""
+               n: int | None = None, nb: int | None = None, layout_name: str | None = None,
+               xhpl: str | None = None, kernels: bool = True, standalone: bool = True) -> SuitePlan:
+    """Choose N, NB, grid and layout of HPCC and of the standalone HPL; refuse (exit 2) anything
+    that cannot run. `standalone`: run xhpl too (`xhpl` given, found, or built first); it gets most
+    of the budget, with the best configuration known for this system."""
     find_hpcc()
     require_mpirun()
     topo = system.topology
     all_layouts = layouts(system.nodes, topo.sockets, topo.cores_per_socket)
-    if layout_name not in all_layouts:
-        raise UserInputError(f"unknown layout {layout_name!r}", hint=f"choose one of: {', '.join(all_layouts)}")
-    layout = all_layouts[layout_name]
+    for name in filter(None, (layout_name,)):
+        if name not in all_layouts:
+            raise UserInputError(f"unknown layout {name!r}", hint=f"choose one of: {', '.join(all_layouts)}")
+    layout = all_layouts[layout_name or "mpi"]
+    hpcc_nb = nb or DEFAULT_NB
     p, q = grids(layout.ranks)[0]
     rpeak = system.rpeak_total_gflops or 10.0
     model = HpccTimeModel.learned(rpeak, store.hpcc_history(system.fingerprint()))
     available = system.memory.available_bytes if system.memory else system.memory_bytes()
     total = system.memory_bytes() or available
-    memory_n = n_for_memory(total, FULL_FRACTION, nb) if total else 10 * nb
+    memory_n = n_for_memory(total, FULL_FRACTION, hpcc_nb) if total else 10 * hpcc_nb
     kernel_runs, skipped = plan_kernels(system, None if full or n else budget_s) if kernels else ([], [])
     kernel_s = sum(r.estimate_s or 0 for r in kernel_runs)
+    hpl = _standalone_config(system, store, all_layouts, nb, layout_name, xhpl, model) if standalone else None
+    build_s = hpl.build_s if hpl else 0.0
     if n is not None:
-        reason = "N given with --n"
-    elif full:
-        n = memory_n
-        reason = f"N fills {FULL_FRACTION:.0%} of memory (list-grade run)"
+        hpcc_n, reason = n, "N given with --n"
+    elif full and not hpl:
+        hpcc_n, reason = memory_n, f"N fills {FULL_FRACTION:.0%} of memory (list-grade run)"
     else:
-        hpcc_budget = max(budget_s * 0.9 - kernel_s, MIN_HPCC_BUDGET_S)
-        n = model.largest_n(hpcc_budget, nb, memory_n)
+        share = HPCC_SHARE if hpl else 0.9
+        hpcc_budget = max(min(budget_s * share, budget_s * 0.9 - kernel_s - build_s), MIN_HPCC_BUDGET_S)
+        hpcc_n = model.largest_n(hpcc_budget, hpcc_nb, memory_n)
         reason = (f"largest N whose HPCC run fits {hpcc_budget:.0f} s of the {budget_s:.0f} s budget "
                   f"({model.source})")
-    check_problem(n, nb, p, q, layout.ranks, available)
-    plan = SuitePlan(n, nb, p, q, layout, model.seconds(n) + kernel_s, model, reason,
+    check_problem(hpcc_n, hpcc_nb, p, q, layout.ranks, available)
+    plan = SuitePlan(hpcc_n, hpcc_nb, p, q, layout, model.seconds(hpcc_n) + kernel_s, model, reason,
                      kernels=kernel_runs, skipped=skipped)
-    if xhpl:
-        plan.xhpl = xhpl
-        plan.estimate_s += model.hpl_seconds(n) + 2
+    if hpl:
+        left = budget_s * 0.95 - plan.estimate_s - build_s
+        if _size_standalone(hpl, n, full, left, total, available, skipped):
+            plan.hpl, plan.xhpl = hpl, hpl.binary
+            plan.estimate_s += hpl.estimate_s + build_s
     return plan
+
+
+def _standalone_config(system: SystemInfo, store: Store, all_layouts: dict[str, Layout], nb: int | None,
+                       layout_name: str | None, xhpl: str | None, model: HpccTimeModel) -> StandaloneHpl:
+    """The standalone HPL's configuration: the best known for this system (tune/known.py) unless the
+    user's --nb or --layout says otherwise, else the planner's defaults."""
+    known = best_known(store, system.fingerprint())
+    config: dict = {}
+    source = "the planner's defaults (nothing tuned or measured twice on this system yet)"
+    if known:
+        cand = dict(known.params)
+        lay = all_layouts.get(cand.get("layout", "mpi"))
+        fits = lay is not None and cand.get("p", 1) * cand.get("q", 1) == lay.ranks
+        if fits and (layout_name is None or layout_name == cand.get("layout", "mpi")):
+            config, source = cand, known.source
+            if nb and nb != cand.get("nb"):
+                config["nb"] = nb
+                source += f", NB={nb} from --nb"
+    config.setdefault("layout", layout_name or "mpi")
+    config.setdefault("nb", nb or DEFAULT_NB)
+    lay = all_layouts[config["layout"]]
+    if "p" not in config:
+        config["p"], config["q"] = grids(lay.ranks)[0]
+    rate = (XhplTimeModel(known.gflops, f"the measured {known.gflops:.1f} Gflop/s of {known.source}")
+            if known and config.get("nb") == known.params.get("nb") and config.get("layout") == known.params.get(
+                "layout", "mpi")
+            else XhplTimeModel(model.rpeak_gflops * model.efficiency,
+                               f"{model.efficiency:.0%} of Rpeak ({model.source})"))
+    return StandaloneHpl(point=config, layout=lay, estimate_s=0.0, reason=rate.source, config_source=source,
+                         binary=xhpl, build_s=0.0 if xhpl else XHPL_BUILD_S, time_model=rate)
+
+
+def _size_standalone(hpl: StandaloneHpl, n: int | None, full: bool, budget_s: float, total: int | None,
+                     available: int | None, skipped: list[str]) -> bool:
+    """N of the standalone HPL: --n, or 80% of memory with --full, or the largest N whose run fits
+    what the budget leaves. False (with the reason in `skipped`) when the budget leaves too little."""
+    rate = hpl.time_model
+    nb = hpl.point["nb"]
+    memory_n = n_for_memory(total, FULL_FRACTION, nb) if total else 10 * nb
+    if n is not None:
+        size, why = n, "N given with --n"
+    elif full:
+        size, why = memory_n, f"N fills {FULL_FRACTION:.0%} of memory (list-grade run)"
+    else:
+        size = rate.largest_n(budget_s, nb, memory_n)
+        if size < MIN_XHPL_N or budget_s < MIN_XHPL_BUDGET_S:
+            skipped.append(f"hpl: the budget leaves {max(budget_s, 0):.0f} s for standalone HPL, too little "
+                           f"for a useful N; raise --budget (HPCC's HPL phase gives Rmax)")
+            return False
+        why = f"largest N whose xhpl run fits the {budget_s:.0f} s the budget leaves (rate: {rate.source})"
+    check_problem(size, nb, hpl.point["p"], hpl.point["q"], hpl.layout.ranks, available, require_multiple=False)
+    hpl.point["n"] = size
+    hpl.estimate_s = rate.seconds(size)
+    hpl.reason = why
+    return True
 
 
 class _Ticks(QuietReporter):
@@ -188,15 +296,16 @@ class _Ticks(QuietReporter):
             self.callback(self.label(run), elapsed, detail)
 
 
-def hpl_runs(system: SystemInfo, plan: SuitePlan, timeout_s: float) -> list[PlannedRun]:
-    """HPCC (and standalone HPL with a given xhpl) at the plan's N, NB, grid and layout."""
+def hpl_runs(system: SystemInfo, plan: SuitePlan, timeout_factor: float) -> list[PlannedRun]:
+    """HPCC at the plan's N, NB, grid and layout, then the standalone HPL with its own point."""
     point = {"n": plan.n, "nb": plan.nb, "p": plan.p, "q": plan.q, "layout": plan.layout.name}
     blocks = [BenchmarkBlock(benchmark="hpcc", params=point)]
-    if plan.xhpl:
-        blocks.append(BenchmarkBlock(benchmark="hpl", params=point | {"binary": plan.xhpl}))
+    if plan.hpl and plan.hpl.binary:
+        blocks.append(BenchmarkBlock(benchmark="hpl", params=plan.hpl.point | {"binary": plan.hpl.binary}))
     runs = expand(Campaign(name="run", benchmarks=blocks), None, system)
     for run in runs:
-        run.timeout_s = timeout_s
+        estimate = plan.hpl.estimate_s if run.benchmark == "hpl" and plan.hpl else plan.model.seconds(plan.n)
+        run.timeout_s = max(120.0, estimate * timeout_factor)
     return runs
 
 
@@ -208,7 +317,7 @@ def run_suite(system: SystemInfo, store: Store, plan: SuitePlan,
     system_id = store.remember_system(system)
     for run in plan.kernels:
         run.timeout_s = max(60.0, (run.estimate_s or 10) * 10)
-    runs = [*plan.kernels, *hpl_runs(system, plan, max(120.0, plan.estimate_s * timeout_factor))]
+    runs = [*plan.kernels, *hpl_runs(system, plan, timeout_factor)]
 
     def unavailable(run: PlannedRun, exc: UserInputError) -> None:  # no compiler, a kernel that does not build
         if run.benchmark in ("hpcc", "hpl"):

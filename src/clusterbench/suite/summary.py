@@ -29,8 +29,8 @@ def summarise(info: SystemInfo, result: SuiteResult, db_path: str) -> dict:
         "rmax_gflops": best[0].value if best else None,
         "rmax_run": best[1] if best else None,
         "efficiency": (best[0].value / rpeak) if best and rpeak else None,
-        "hpl": (best[0].labels | {"layout": plan.layout.name, "ranks": plan.layout.ranks,
-                                  "threads": plan.layout.threads_per_rank}) if best else None,
+        "hpl": _hpl_entry(result, best),
+        "hpl_config_source": plan.hpl.config_source if plan.hpl else None,
         "dgemm_gflops": {"single": val("SingleDGEMM_Gflops"), "star_per_rank": val("StarDGEMM_Gflops")},
         "stream_gbs": {kind: {op: val(f"{kind.capitalize()}STREAM_{op}")
                               for op in ("Copy", "Scale", "Add", "Triad")}
@@ -52,6 +52,17 @@ def summarise(info: SystemInfo, result: SuiteResult, db_path: str) -> dict:
     return out
 
 
+
+
+def _hpl_entry(result: SuiteResult, best) -> dict | None:
+    """The Rmax result's labels with the layout of the run it came from (HPCC's or the standalone HPL's)."""
+    if not best:
+        return None
+    run = next(r for r in result.runs if r.id == best[1])
+    params = run.params
+    return best[0].labels | {"benchmark": run.benchmark, "layout": params.get("layout", "mpi"),
+                             "ranks": params.get("ranks"), "threads": params.get("threads"),
+                             "blas": params.get("blas")}
 
 
 def _stream_scaling(result: SuiteResult) -> list[dict]:

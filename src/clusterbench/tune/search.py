@@ -1,12 +1,52 @@
-"""Multi-fidelity, budgeted, noise-aware search over a discrete space (helper C1 writes this module).
+"""Multi-fidelity, budgeted, noise-aware search over a discrete space.
 
-Interface fixed by the integrator; the helper may add to it, not change what is below."""
+Interface fixed by the integrator; the helper may add to it, not change what is below.
+
+How it searches, and why:
+
+- Brackets of successive halving. A bracket's candidates run once at the cheapest level; the best
+  1/eta go up one level, and so on to the top level, which is the one that decides. The survivors
+  of the top level are the bracket's finalists: they get `final_repeats` samples there. Cheap trials
+  prune the clearly bad configurations; only a few ever cost a top-level run.
+- No best from one sample. Only a configuration with `final_repeats` valid top-level samples can be
+  the incumbent, and the incumbent is their median. After each bracket a race gives more samples
+  (three rounds of one, up to `10 * final_repeats` each) to the incumbent and to the best eta-1
+  finalists whose intervals overlap it: with a 5% noise, a median of three among dozens of finalists
+  is a lucky draw as often as a good configuration.
+- The schedule never depends on the budget or on wall time: the sequence of evaluate() calls is a
+  function of the space, levels, seed, prior and the sample values only. The budget only decides
+  where the sequence is cut. A bracket starts only if its estimated cost up to its finals' repeats
+  fits in what is left (that is how budget is kept aside for the repeats); a trial starts
+  only if its estimate fits. So a second call, whose stored trials are replayed at no cost, walks
+  the same path and continues where the first one stopped.
+- Fresh candidates come a share by the prior's rank, the rest at random. After each bracket the
+  incumbent's neighbours (one dimension moved one step) that never ran at the top level run there
+  once, the best 1/eta going to the finals: NB has a smooth optimum, and its small-N optimum is not
+  the large-N one, so local refinement is done where it is decided. A configuration already measured
+  at a level is not run there again: its stored median takes part in the new comparison.
+- The space is exhausted when a round of bracket, refinement and race has nothing left to run.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+import math
+import random
+import statistics
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from clusterbench.errors import UserInputError
+
+MAX_POINTS = 10**7
+MAX_LEVELS = 8
+ENUMERATE_UP_TO = 20_000  # a space this small is listed and shuffled once; a larger one is sampled
+PRIOR_POOL = 5_000  # how many configurations of a large space the prior ranks
+PRIOR_SHARE = 0.5  # share of a bracket's fresh candidates chosen by the prior's rank
+RACE_ROUNDS = 3  # race rounds after each bracket: about as many top-level trials as the bracket's own
+RACE_CAP = 10  # the race stops at RACE_CAP * final_repeats samples per configuration
 
 
 @dataclass(frozen=True, order=True)
@@ -40,6 +80,20 @@ class Space:
             out *= len(values)
         return out
 
+    def neighbours(self, config: Config) -> list[Config]:
+        """Configurations with one dimension moved one step in its ordered values."""
+        out = []
+        values = config.as_dict()
+        for name in sorted(self.dims):
+            ordered = self.dims[name]
+            if values.get(name) not in ordered:
+                continue
+            i = ordered.index(values[name])
+            for j in (i - 1, i + 1):
+                if 0 <= j < len(ordered):
+                    out.append(Config.of({**values, name: ordered[j]}))
+        return out
+
 
 @dataclass(frozen=True)
 class Sample:
@@ -56,18 +110,29 @@ class Sample:
 
 
 class Evaluator(Protocol):
+    """Runs trials. It may also have `is_stored(config, level, repeat) -> bool`: when it says a trial is
+    stored, the search calls evaluate() without a budget check, so a replay is never cut short."""
+
     def estimate_s(self, config: Config, level: int) -> float: ...
     def evaluate(self, config: Config, level: int, repeat: int) -> Sample: ...
 
 
 @dataclass
 class Incumbent:
+    """A configuration's top-level median with a distribution-free interval.
+
+    The interval is a pair of order statistics [x(j), x(n+1-j)] of the n samples, the narrowest whose
+    binomial coverage of the true median is at least 95%. It assumes nothing about the noise (HPL's is
+    skewed: slow outliers, never fast ones) and needs no random numbers. With fewer than 6 samples no
+    pair reaches 95%: the interval is then [min, max] and `ci_level` says what it covers (75% for 3)."""
+
     config: Config
     level: int
     median: float
     ci_low: float
     ci_high: float
     samples: list[float]
+    ci_level: float = 0.0  # the interval's actual coverage of the median
 
 
 @dataclass
@@ -77,9 +142,269 @@ class SearchResult:
     history: list[tuple[float, float]] = field(default_factory=list)  # (elapsed s, best-so-far median)
     stopped: str = ""  # why the search ended: budget, space exhausted, ...
     spent_s: float = 0.0
+    # Every configuration with final_repeats valid top-level samples, best median first.
+    finalists: list[Incumbent] = field(default_factory=list)
+    # The finalists other than the best whose interval overlaps the best's: not distinguishable from it.
+    indistinguishable: list[Config] = field(default_factory=list)
+
+
+def median_interval(values: list[float], level: float = 0.95) -> tuple[float, float, float]:
+    """(low, high, coverage): order-statistic interval for the median (see Incumbent)."""
+    xs = sorted(values)
+    n = len(xs)
+
+    def coverage(j: int) -> float:
+        return 1.0 - 2.0 * sum(math.comb(n, i) for i in range(j)) / 2.0**n
+
+    j = 1
+    while j + 1 <= n - j and coverage(j + 1) >= level:
+        j += 1
+    return xs[j - 1], xs[n - j], coverage(j)
+
+
+class _Stop(Exception):
+    """Raised inside the search when it must end; carries the reason for `stopped`."""
+
+
+def _check(space: Space, levels: int, budget_s: float, eta: int, final_repeats: int) -> None:
+    if not isinstance(eta, int) or eta < 2:
+        raise UserInputError(f"eta {eta!r} is too small", hint="use an integer >= 2 (3 is usual)",
+                             where="tune search")
+    if not isinstance(levels, int) or not 1 <= levels <= MAX_LEVELS:
+        raise UserInputError(f"{levels!r} fidelity levels", hint=f"use 1 to {MAX_LEVELS} levels",
+                             where="tune search")
+    if not isinstance(final_repeats, int) or not 2 <= final_repeats <= 20:
+        raise UserInputError(f"final_repeats {final_repeats!r} is out of range",
+                             hint="use 2 to 20 repeats (a best is never one sample)", where="tune search")
+    empty = [name for name, values in space.dims.items() if not values]
+    if not space.dims or empty:
+        raise UserInputError(f"the search space has an empty dimension: {', '.join(empty) or '(none given)'}",
+                             hint="give every dimension at least one value", where="tune search")
+    if space.size > MAX_POINTS:
+        raise UserInputError(f"the search space has {space.size} points, more than {MAX_POINTS}",
+                             hint="give fewer values per dimension", where="tune search")
+    if not budget_s > 0 or math.isinf(budget_s):
+        raise UserInputError(f"time budget {budget_s!r} s", hint="give a positive, finite budget",
+                             where="tune search")
+
+
+class _Search:
+    """The state of one search call: samples so far, the budget account and the candidate streams."""
+
+    def __init__(self, space: Space, levels: int, evaluator: Evaluator, budget_s: float, seed: int,
+                 prior: Callable[[Config], float] | None, eta: int, final_repeats: int,
+                 progress: Callable[[Sample, SearchResult], None] | None, clock: Callable[[], float]):
+        self.space, self.levels, self.ev, self.budget = space, levels, evaluator, budget_s
+        self.eta, self.repeats, self.progress, self.clock = eta, final_repeats, progress, clock
+        self.top = levels - 1
+        self.rng = random.Random(seed)
+        self.values: dict[tuple[Config, int], list[float]] = {}  # valid values per (config, level)
+        self.calls: dict[tuple[Config, int], int] = {}  # evaluate() calls per (config, level): the repeat
+        self.dead: set[Config] = set()  # a config with an invalid run is never measured again
+        self.entered: set[Config] = set()  # configs that have been in a bracket
+        self.order: dict[Config, int] = {}  # first-entry order: the deterministic tie-break
+        self.measured_s = self.estimated_s = 0.0  # for the estimate correction
+        self.result = SearchResult(best=None)
+        self.fresh = self._fresh(prior)
+
+    # --- candidates -------------------------------------------------------------------------------------------
+
+    def _random_config(self) -> Config:
+        return Config.of({name: self.rng.choice(values) for name, values in self.space.dims.items()})
+
+    def _fresh(self, prior: Callable[[Config], float] | None) -> Iterator[Config]:
+        """Configurations not yet entered: by the prior's rank (a share) interleaved with random ones."""
+        small = self.space.size <= ENUMERATE_UP_TO
+        if small:
+            names = list(self.space.dims)
+            shuffled = [Config.of(dict(zip(names, combo, strict=True)))
+                        for combo in itertools.product(*self.space.dims.values())]
+            self.rng.shuffle(shuffled)
+        else:
+            shuffled = []
+        ranked: list[Config] = []
+        if prior is not None:
+            pool = shuffled or list(dict.fromkeys(self._random_config() for _ in range(PRIOR_POOL)))
+            ranked = sorted(pool, key=prior, reverse=True)  # stable: equal predictions keep shuffled order
+        by_prior, at_random = iter(ranked), iter(shuffled)
+        taken = 0
+        misses = 0
+        while True:
+            use_prior = bool(ranked) and math.floor((taken + 1) * PRIOR_SHARE) > math.floor(taken * PRIOR_SHARE)
+            source = by_prior if use_prior else at_random
+            config = next(source, None)
+            if config is None and use_prior:
+                ranked = []
+                continue
+            if config is None:
+                if small:
+                    return
+                config = self._random_config()
+            if config in self.entered:
+                misses += 1
+                if not small and misses > 1000:  # a huge space that random draws keep missing: give up
+                    return
+                continue
+            misses = 0
+            taken += 1
+            yield config
+
+    def _candidates(self, count: int) -> list[Config]:
+        """A bracket's fresh configurations, in the order the fresh stream gives them."""
+        out = list(itertools.islice(self.fresh, count))
+        self._enter(out)
+        return out
+
+    def _enter(self, configs: list[Config]) -> None:
+        for config in configs:
+            self.entered.add(config)
+            self.order.setdefault(config, len(self.order))
+
+    # --- measuring --------------------------------------------------------------------------------------------
+
+    def _ratio(self) -> float:
+        """Measured over estimated wall time so far: corrects the evaluator's estimates for the budget."""
+        return self.measured_s / self.estimated_s if self.estimated_s > 0 else 1.0
+
+    def _measure(self, config: Config, level: int) -> None:
+        """One more trial of `config` at `level`, unless the budget cannot take it."""
+        repeat = self.calls.get((config, level), 0)
+        estimate = max(0.0, float(self.ev.estimate_s(config, level)))
+        is_stored = getattr(self.ev, "is_stored", None)
+        stored = bool(is_stored(config, level, repeat)) if is_stored is not None else False
+        if not stored and self.result.spent_s + estimate * self._ratio() > self.budget:
+            raise _Stop(f"budget: the next trial ({config.key()}, level {level}) needs about "
+                        f"{estimate * self._ratio():.0f} s, {self.budget - self.result.spent_s:.0f} s left")
+        start = self.clock()
+        sample = self.ev.evaluate(config, level, repeat)
+        took = self.clock() - start
+        self.calls[(config, level)] = repeat + 1
+        if not sample.replayed:
+            self.result.spent_s += took
+        if estimate > 0:
+            self.measured_s += sample.seconds if sample.replayed else took
+            self.estimated_s += estimate
+        self.result.trials.append(sample)
+        if sample.valid and not math.isnan(sample.value):
+            self.values.setdefault((config, level), []).append(float(sample.value))
+        else:
+            self.dead.add(config)
+        self._update_best()
+        if self.progress is not None:
+            self.progress(sample, self.result)
+
+    def _value(self, config: Config, level: int) -> float | None:
+        """The median at `level`, measuring once if there is no sample yet; None for a dropped config."""
+        if config not in self.dead and (config, level) not in self.values:
+            self._measure(config, level)
+        if config in self.dead:
+            return None
+        return statistics.median(self.values[(config, level)])
+
+    # --- the incumbent ----------------------------------------------------------------------------------------
+
+    def _incumbent(self, config: Config) -> Incumbent:
+        samples = list(self.values[(config, self.top)])
+        low, high, level = median_interval(samples)
+        return Incumbent(config, self.top, statistics.median(samples), low, high, samples, level)
+
+    def _update_best(self) -> None:
+        """Rank the finalists by median (earlier entry wins ties) and note when the best changes."""
+        finalists = [self._incumbent(c) for (c, level), vals in self.values.items()
+                     if level == self.top and c not in self.dead and len(vals) >= self.repeats]
+        finalists.sort(key=lambda inc: (-inc.median, self.order.get(inc.config, 0)))
+        res = self.result
+        old = res.best
+        res.finalists = finalists
+        res.best = finalists[0] if finalists else None
+        res.indistinguishable = ([f.config for f in finalists[1:] if f.ci_high >= res.best.ci_low]
+                                 if res.best else [])
+        if res.best and (old is None or (old.config, old.median) != (res.best.config, res.best.median)):
+            res.history.append((res.spent_s, res.best.median))
+
+    # --- brackets ---------------------------------------------------------------------------------------------
+
+    def _bracket_cost(self, candidates: list[Config]) -> float:
+        """Estimated cost of a bracket up to its finals' repeats (trials at level 0 already measured cost 0)."""
+        cost, alive = 0.0, len(candidates)
+        for level in range(self.levels):
+            todo = [c for c in candidates if (c, level) not in self.values]
+            mean = statistics.fmean(self.ev.estimate_s(c, level) for c in candidates)
+            cost += mean * (min(alive, len(todo)) if level == 0 else alive)
+            alive = math.ceil(alive / self.eta)
+        top = statistics.fmean(self.ev.estimate_s(c, self.top) for c in candidates)
+        cost += top * alive * (self.repeats - 1)  # the finals; the race is optional, checked trial by trial
+        return cost * self._ratio()
+
+    def _bracket(self, candidates: list[Config], start: int = 0) -> None:
+        """Successive halving from level `start` to the top, then the finals: repeats of the survivors."""
+        alive = candidates
+        for level in range(start, self.levels):
+            scored = [(v, i, c) for i, c in enumerate(alive) if (v := self._value(c, level)) is not None]
+            scored.sort(key=lambda t: (-t[0], t[1]))
+            alive = [c for _, _, c in scored[: math.ceil(len(scored) / self.eta)]]
+        for config in alive:
+            while config not in self.dead and len(self.values.get((config, self.top), [])) < self.repeats:
+                self._measure(config, self.top)
+
+    def _refine(self) -> None:
+        """The incumbent's neighbours not yet measured at the top level go straight there.
+
+        Straight to the top, not through the cheap levels: the small-N optimum of NB is not the large-N
+        one, so a neighbour pruned at level 0 may well be the better configuration where it matters."""
+        if self.result.best is None:
+            return
+        near = [c for c in self.space.neighbours(self.result.best.config)
+                if c not in self.dead and (c, self.top) not in self.values]
+        self._enter(near)
+        self._bracket(near, start=self.top)
+
+    def _race(self) -> None:
+        """One more top-level sample each for the incumbent and the eta-1 best finalists overlapping it."""
+        best = self.result.best
+        if best is None:
+            return
+        rivals = [best] + [f for f in self.result.finalists[1:] if f.ci_high >= best.ci_low]
+        for inc in rivals[: self.eta]:
+            if len(inc.samples) < RACE_CAP * self.repeats and inc.config not in self.dead:
+                self._measure(inc.config, self.top)
+
+    def run(self) -> SearchResult:
+        size = self.eta ** self.levels  # so that about one configuration per bracket reaches the finals
+        try:
+            while True:
+                before = len(self.result.trials)
+                candidates = self._candidates(size)
+                if candidates:
+                    need = self._bracket_cost(candidates)
+                    if self.result.spent_s + need > self.budget and not self._replaying(candidates):
+                        raise _Stop(f"budget: the next bracket needs about {need:.0f} s, "
+                                    f"{self.budget - self.result.spent_s:.0f} s left")
+                    self._bracket(candidates)
+                self._refine()
+                for _ in range(RACE_ROUNDS):
+                    self._race()
+                if len(self.result.trials) == before:
+                    raise _Stop("space exhausted")
+        except _Stop as stop:
+            self.result.stopped = str(stop)
+        return self.result
+
+    def _replaying(self, candidates: list[Config]) -> bool:
+        """Whether the evaluator says the bracket's first trial is stored: then a resume replays it."""
+        is_stored = getattr(self.ev, "is_stored", None)
+        first = candidates[0]
+        return bool(is_stored and is_stored(first, 0, self.calls.get((first, 0), 0)))
 
 
 def search(space: Space, levels: int, evaluator: Evaluator, budget_s: float, *, seed: int = 0,
            prior: Callable[[Config], float] | None = None, eta: int = 3, final_repeats: int = 3,
-           progress: Callable[[Sample, SearchResult], None] | None = None) -> SearchResult:
-    raise NotImplementedError
+           progress: Callable[[Sample, SearchResult], None] | None = None,
+           clock: Callable[[], float] = time.monotonic) -> SearchResult:
+    """Search `space` for the configuration with the highest top-level median within `budget_s`.
+
+    `budget_s` counts the wall time (by `clock`) of evaluate() calls that were not replayed, nothing
+    else. The result's `stopped` says why the search ended; `best` is None when no configuration got
+    `final_repeats` valid samples at the top level."""
+    _check(space, levels, budget_s, eta, final_repeats)
+    return _Search(space, levels, evaluator, budget_s, seed, prior, eta, final_repeats, progress, clock).run()

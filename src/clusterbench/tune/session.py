@@ -1,0 +1,301 @@
+"""One tuning session of HPL: from the options (or a campaign block) to the search, its refusals and outputs.
+
+Everything that can be refused is refused here, before anything runs (exit 2, saying which option or
+which line of the campaign file): an unknown or out-of-bounds space key, an N that does not fit in
+memory, a budget smaller than the cheapest trial. The session's name is a hash of what decides its
+trials (system, site, space, fixed values, levels' N, seed), so the same call made again is the same
+session and replays what it finished. The CLI and benchmarks/tuner_vs_sweep.py both go through here.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from clusterbench.bench.hpl.benchmark import knob_input
+from clusterbench.bench.hpl.input import HplInput, render_hpl_dat
+from clusterbench.bench.hpl.model import Problem, predict
+from clusterbench.bench.hpl.planner import STARTUP_S
+from clusterbench.errors import UserInputError
+from clusterbench.launch.site import LOCAL, Site
+from clusterbench.store.db import Store
+from clusterbench.system.discover import SystemInfo
+from clusterbench.tune.hpl import HplEvaluator, check_trial, config_params, measured_startup, system_rates
+from clusterbench.tune.search import Config, Sample, SearchResult, search
+from clusterbench.tune.space import MAX_LEVELS, Grid, HplSpace, build_space, level_ns, top_n
+
+MAX_BUDGET_S = 7 * 24 * 3600.0
+MAX_REPEATS = 20
+
+
+@dataclass
+class TuneOptions:
+    budget_s: float = 600.0
+    n: int | None = None
+    nodes: int = 1
+    space: dict = field(default_factory=dict)  # key -> values as written
+    fixed: dict = field(default_factory=dict)  # hpl parameters every trial shares (a campaign block's params:)
+    levels: int = 3
+    eta: int = 3
+    seed: int = 0
+    repeats: int = 3
+    name: str | None = None
+    final_n: int | None = None
+    timeout_s: float | None = None
+    env: dict = field(default_factory=dict)
+    option: Callable[[str], str] = field(default=lambda key: f"--space {key}")  # where a key was written
+    where: Callable[[str], str] = field(default=lambda opt: opt)  # where an option was written ('--n', ...)
+
+
+@dataclass
+class TuneSession:
+    name: str
+    options: TuneOptions
+    hspace: HplSpace
+    evaluator: HplEvaluator
+    rates_source: str
+    site: Site
+
+    @property
+    def levels(self) -> int:
+        return len(self.hspace.ns)
+
+    def cheapest(self) -> tuple[float, Config]:
+        """The cheapest level-0 trial's estimate (over NB x grid x BLAS; the knobs do not change it)."""
+        best: tuple[float, Config] | None = None
+        for config in _cost_configs(self.hspace):
+            cost = self.evaluator.estimate_s(config, 0)
+            if best is None or cost < best[0]:
+                best = (cost, config)
+        assert best is not None
+        return best
+
+    def sweep_estimate_s(self, repeats: int = 1) -> float:
+        """Every point of the space once (or `repeats` times) at the top level, by the model."""
+        others = self.hspace.space.size // max(len(list(_cost_configs(self.hspace))), 1)
+        top = self.levels - 1
+        return sum(self.evaluator.estimate_s(c, top) for c in _cost_configs(self.hspace)) * others * repeats
+
+    def first_round_s(self) -> tuple[float, str]:
+        """The search's first bracket (eta^levels candidates at level 0, 1/eta of them promoted at each level,
+        the finalist's repeats and a short race), by the mean estimate of each level: below it nothing runs."""
+        eta, repeats, levels = self.options.eta, self.options.repeats, self.levels
+        configs = list(_cost_configs(self.hspace))
+        alive, cost, parts = min(eta ** levels, self.hspace.space.size), 0.0, []
+        for level in range(levels):
+            mean = sum(self.evaluator.estimate_s(c, level) for c in configs) / len(configs)
+            count = alive + ((repeats - 1) + eta if level == levels - 1 else 0)
+            cost += mean * count
+            parts.append(f"{count} at N={self.hspace.ns[level]}")
+            alive = math.ceil(alive / eta)
+        return cost, ", ".join(parts)
+
+    def check_budget(self) -> None:
+        cost, config = self.cheapest()
+        budget = f"{self.options.where('--budget')} {_nice_duration(self.options.budget_s)}"
+        if self.options.budget_s < cost:
+            raise UserInputError(f"{budget} is less than one trial (about {cost:.0f} s: N={self.hspace.ns[0]} at "
+                                 "level 0)",
+                                 hint=f"give --budget {_nice_duration(cost * 1.5)} or more, or a smaller --n")
+        first, parts = self.first_round_s()
+        if self.options.budget_s < first and not self.evaluator.is_stored(config, 0, 0):
+            raise UserInputError(f"{budget} is less than the search's first round (about {first:.0f} s: trials "
+                                 f"{parts})", hint=f"give --budget {_nice_duration(first * 1.2)} or more, fewer "
+                                 "--levels, or a smaller --n")
+
+    def run(self, progress: Callable[[Sample, SearchResult], None] | None = None) -> SearchResult:
+        cost, config = self.cheapest()
+        self.evaluator.preflight(config)
+        return search(self.hspace.space, self.levels, self.evaluator, self.options.budget_s, seed=self.options.seed,
+                      prior=self.evaluator.prior, eta=self.options.eta, final_repeats=self.options.repeats,
+                      progress=progress)
+
+
+def _cost_configs(hspace: HplSpace):
+    """One configuration per (nb, grid, blas): the dimensions the model's cost depends on."""
+    dims = hspace.space.dims
+    rest = {k: v[0] for k, v in dims.items() if k not in ("nb", "grid", "blas")}
+    for nb in dims.get("nb", [None]):
+        for grid in dims.get("grid", [None]):
+            for blas in dims.get("blas", [None]):
+                values = rest | {k: v for k, v in (("nb", nb), ("grid", grid), ("blas", blas)) if v is not None}
+                yield Config.of(values)
+
+
+def _nice_duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{math.ceil(seconds / 10) * 10 if seconds > 10 else math.ceil(seconds)}s"
+    if seconds < 7200:
+        return f"{math.ceil(seconds / 60)}m"
+    return f"{math.ceil(seconds / 3600)}h"
+
+
+def session_name(system: SystemInfo, site_key: str, hspace: HplSpace, seed: int) -> str:
+    blob = json.dumps([system.fingerprint(), site_key, hspace.space.dims, hspace.fixed, hspace.ns, hspace.nodes, seed],
+                      sort_keys=True, default=str)
+    return f"tune-hpl-{hashlib.sha256(blob.encode()).hexdigest()[:10]}"
+
+
+def prepare(store: Store | None, options: TuneOptions, system: SystemInfo, *, site: Site = LOCAL,
+            site_key: str = "", system_id: str | None = None, reporter=None) -> TuneSession:
+    """The session for these options, every refusal made (nothing has run)."""
+    o = options
+    if not 0 < o.budget_s <= MAX_BUDGET_S:
+        raise UserInputError(f"{o.where('--budget')}: must be positive and at most 7 days")
+    if not 1 <= o.levels <= MAX_LEVELS:
+        raise UserInputError(f"{o.where('--levels')} {o.levels}: must be 1 to {MAX_LEVELS}")
+    if not 2 <= o.eta <= 10:
+        raise UserInputError(f"{o.where('--eta')} {o.eta}: must be 2 to 10")
+    if not 2 <= o.repeats <= MAX_REPEATS:
+        raise UserInputError(f"{o.where('--repeats')} {o.repeats}: must be 2 to {MAX_REPEATS} "
+                             "(a best is never one sample)")
+    if not 1 <= o.nodes <= 4096:
+        raise UserInputError(f"{o.where('--nodes')} {o.nodes}: must be 1 to 4096")
+    space, fixed = build_space(system, o.nodes, o.space, option=o.option, fixed=o.fixed)
+    rates, source = system_rates(store, system, o.nodes)
+    hspace = HplSpace(space, fixed, [], o.nodes)
+    threads = max(system.topology.cores_total, 1)
+
+    def solve_n_for(seconds: float) -> int:
+        lo, hi = 8, 1_000_000
+        while hi - lo > 8:
+            mid = (lo + hi) // 2
+            if predict(Problem(mid, 192, 1, 1, o.nodes, threads * o.nodes), rates).seconds < seconds:
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+    n_top = top_n(system, o.nodes, o.n, o.budget_s, solve_n_for, o.where("--n"))
+    hspace.ns = level_ns(n_top, o.levels, o.eta)
+    nbs = [nb for nb in space.dims.get("nb", []) if nb <= hspace.ns[0]]
+    if "nb" in space.dims:
+        if not nbs:
+            raise UserInputError(f"{o.option('nb')}: every NB is larger than the smallest trial's N={hspace.ns[0]}",
+                                 hint="give smaller NBs or a larger --n")
+        space.dims["nb"] = nbs
+    if o.final_n is not None:
+        from clusterbench.tune.space import check_memory, memory_limit
+
+        check_memory(o.final_n, memory_limit(system, o.nodes), o.where("--final-n"))
+    name = o.name or session_name(system, site_key, hspace, o.seed)
+    evaluator = HplEvaluator(store, name, hspace, system, rates, site, system_id, timeout_s=o.timeout_s,
+                             env=dict(o.env), startup_s=measured_startup(store, system_id, rates) or STARTUP_S)
+    if reporter is not None:
+        evaluator.reporter = reporter
+    session = TuneSession(name, o, hspace, evaluator, source, site)
+    for config in _cost_configs(hspace):
+        check_trial(evaluator, config, o.option("space"))
+    session.check_budget()
+    return session
+
+
+# ---------------------------------------------------------------- statistics and outputs
+
+
+@dataclass
+class Finalist:
+    config: Config
+    median: float
+    ci_low: float
+    ci_high: float
+    ci_level: float  # what the interval covers (below 95% with fewer than 6 samples: see search.Incumbent)
+    samples: int
+    indistinguishable: bool  # its interval overlaps the best's
+
+
+def finalists(result: SearchResult) -> list[Finalist]:
+    """The search's finalists (final_repeats valid top-level samples each), best median first."""
+    same = set(result.indistinguishable)
+    return [Finalist(f.config, f.median, f.ci_low, f.ci_high, f.ci_level, len(f.samples),
+                     i == 0 or f.config in same) for i, f in enumerate(result.finalists)]
+
+
+def trial_points(result: SearchResult) -> list[tuple[float, float, int, bool]]:
+    """(budget seconds spent when it ended, Gflop/s, level, replayed) per trial: replayed ones cost nothing."""
+    spent, out = 0.0, []
+    for s in result.trials:
+        if not s.replayed:
+            spent += s.seconds
+        out.append((spent, s.value, s.level, s.replayed))
+    return out
+
+
+def best_point(session: TuneSession, config: Config, n: int) -> dict:
+    point = session.evaluator.point(config, session.levels - 1)
+    point["n"] = n
+    return point
+
+
+def hpl_dat(point: dict) -> str:
+    """HPL.dat for one configuration (one N, NB, grid and its knobs)."""
+    inp = HplInput(ns=[point["n"]], nbs=[point["nb"]], grids=[(point["p"], point["q"])],
+                   threshold=point.get("threshold", 16.0), **knob_input(point))
+    return render_hpl_dat(inp)
+
+
+def trials_csv(session: TuneSession, result: SearchResult) -> str:
+    dims = list(session.hspace.space.dims)
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["order", "run_id", "level", "n", "repeat", *dims, "gflops", "valid", "seconds", "replayed"])
+    for i, s in enumerate(result.trials):
+        values = s.config.as_dict()
+        w.writerow([i, s.run_id or "", s.level, session.hspace.ns[s.level], s.repeat,
+                    *[values.get(d, "") for d in dims], "" if not math.isfinite(s.value) else f"{s.value:.4f}",
+                    int(s.valid), f"{s.seconds:.2f}", int(s.replayed)])
+    return buf.getvalue()
+
+
+def tag_best(store: Store, session: TuneSession, result: SearchResult) -> int:
+    """Tag the incumbent's top-level runs `tune_best=<session>` (what tune/known.py reads)."""
+    if result.best is None:
+        return 0
+    ids = [s.run_id for s in result.trials if s.config == result.best.config and s.level == result.best.level
+           and s.run_id and s.valid]
+    others = [r for r in session.evaluator.run_ids if r not in ids]  # an earlier call's best, if it changed
+    store.update_tags(others, {}, remove=["tune_best"])
+    return store.update_tags(ids, {"tune_best": session.name})
+
+
+def summary(session: TuneSession, result: SearchResult) -> dict:
+    ev = session.evaluator
+    best = result.best
+    return {
+        "session": session.name, "levels_n": session.hspace.ns, "space": session.hspace.space.dims,
+        "space_size": session.hspace.space.size, "fixed": session.hspace.fixed, "rates": session.rates_source,
+        "best": None if best is None else {
+            "config": best.config.as_dict(), "params": config_params(best.config), "level": best.level,
+            "n": session.hspace.ns[best.level], "median_gflops": best.median, "ci95": [best.ci_low, best.ci_high],
+            "ci_coverage": best.ci_level, "samples": best.samples},
+        "finalists": [{"config": f.config.as_dict(), "median_gflops": f.median, "ci95": [f.ci_low, f.ci_high],
+                       "ci_coverage": f.ci_level, "samples": f.samples,
+                       "indistinguishable_from_best": f.indistinguishable} for f in finalists(result)],
+        "trials": {"ran": ev.ran, "replayed": ev.replayed, "invalid": ev.invalid},
+        "budget_s": session.options.budget_s, "spent_s": result.spent_s, "stopped": result.stopped,
+        "sweep_estimate_s": session.sweep_estimate_s(),
+    }
+
+
+def write_outputs(session: TuneSession, result: SearchResult, out: Path) -> dict[str, Path]:
+    """HPL.dat (the best configuration at --final-n, default the top N), trials.csv and summary.json."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"trials": out / "trials.csv", "summary": out / "summary.json"}
+    paths["trials"].write_text(trials_csv(session, result))
+    paths["summary"].write_text(json.dumps(summary(session, result), indent=2, default=str))
+    if result.best is not None:
+        n = session.options.final_n or session.hspace.ns[-1]
+        paths["hpl_dat"] = out / "HPL.dat"
+        paths["hpl_dat"].write_text(hpl_dat(best_point(session, result.best.config, n)))
+    return paths
+
+
+def grid_text(config: Config) -> str:
+    value = config.as_dict().get("grid")
+    return Grid.parse(value).text if value else ""

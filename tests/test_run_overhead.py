@@ -1,0 +1,110 @@
+"""The fixed cost of a run (issue 20): the CLI registers only the command it runs, the registry
+imports only the benchmark it is asked for, and the node state read ahead is used only when it
+is the very read the run would make."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from clusterbench.cli import COMMANDS, command_word, register_all
+from clusterbench.execution import observe
+
+
+def test_the_command_map_is_what_the_modules_register():
+    app = register_all()
+    names = {c.name or c.callback.__name__.replace("_", "-") for c in app.registered_commands}
+    names |= {g.name for g in app.registered_groups}
+    assert names == set(COMMANDS)
+
+
+@pytest.mark.parametrize(("argv", "word"), [
+    (["bench", "hpl", "-p", "n=1000"], "bench"), (["--db", "x.db", "bench", "hpl"], "bench"),
+    (["--db=x.db", "--limit", "max_runs=5", "run"], "run"), (["--help"], None), ([], None),
+    (["--db"], None), (["tune", "hpl"], "tune"),
+])
+def test_command_word(argv, word):
+    assert command_word(argv) == word
+
+
+def test_one_command_loads_alone_and_help_lists_all(tmp_path):
+    env = dict(os.environ) | {"CLUSTERBENCH_DB": str(tmp_path / "r.db")}
+    code = ("import sys; sys.argv = ['clusterbench', 'benchmarks', '--help']\n"
+            "from clusterbench.cli import main\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print('LOADED', sorted(m for m in sys.modules if m.startswith('clusterbench.cli.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60).stdout
+    loaded = out.split("LOADED", 1)[1]
+    assert "bench_cmd" in loaded and "report_cmd" not in loaded and "campaign_cmd" not in loaded
+    full = subprocess.run([sys.executable, "-m", "clusterbench", "--help"], capture_output=True, text=True,
+                          env=env | {"COLUMNS": "200"}, timeout=60).stdout
+    for name in ("bench", "campaign", "report", "tune", "import", "untag"):
+        assert f" {name} " in full, name
+
+
+def test_registry_imports_one_benchmark_by_name_and_all_on_demand():
+    code = ("import sys; from clusterbench.bench import registry as r\n"
+            "c = r.benchmark_class('hpl'); print(c.name, 'clusterbench.bench.hpcc.benchmark' in sys.modules)\n"
+            "t = r.BENCHMARKS; print(all(t[k].name == k for k, _, _ in r.BUILTIN), list(t) == [k for k, _, _ in "
+            "r.BUILTIN], 'clusterbench.bench.hpcc.benchmark' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["hpl", "False", "True", "True", "True"], out.stderr
+
+
+def test_register_before_and_after_the_table_is_built():
+    from clusterbench.bench import registry
+    from clusterbench.bench.base import Benchmark
+
+    class Toy(Benchmark):
+        name = "toy-overhead"
+
+    registry.register(Toy)
+    try:
+        assert registry.benchmark_class("toy-overhead") is Toy
+        assert registry.BENCHMARKS["toy-overhead"] is Toy
+    finally:
+        registry.BENCHMARKS.pop("toy-overhead", None)
+
+
+@pytest.fixture
+def stats():
+    observe.discard_prefetch()
+    before = dict(observe.prefetch_stats)
+    yield lambda: {k: observe.prefetch_stats[k] - before[k] for k in before}
+    observe.discard_prefetch()
+
+
+def test_a_matching_read_ahead_is_used_once(stats):
+    env = {"OMPI_MCA_btl": "self,vader"}
+    assert observe.prefetch_state(["localhost"], env)
+    assert observe.prefetch_state(["localhost"], env)  # the same read under way: not started twice
+    first = observe.collect_state(["localhost"], env)
+    assert stats() == {"started": 1, "used": 1}
+    assert "error" not in first[os.uname().nodename]
+    observe.collect_state(["localhost"], env)  # taken once: the next run reads again
+    assert stats() == {"started": 1, "used": 1}
+
+
+def test_a_read_ahead_for_another_script_or_too_old_is_not_used(stats, monkeypatch):
+    observe.prefetch_state(["localhost"], {"OMPI_MCA_btl": "self,vader"})
+    observe.collect_state(["localhost"], {"OMPI_MCA_btl": "self,tcp"})  # the run's MPI variables differ
+    assert stats()["used"] == 0
+    observe.prefetch_state(["localhost"], {})
+    observe.discard_prefetch()  # as the executor does before applying a run's system settings
+    observe.collect_state(["localhost"], {})
+    assert stats()["used"] == 0
+    monkeypatch.setattr(observe, "PREFETCH_MAX_AGE_S", 0.05)
+    observe.prefetch_state(["localhost"], {})
+    time.sleep(0.2)
+    observe.collect_state(["localhost"], {})
+    assert stats() == {"started": 3, "used": 0}
+
+
+def test_nothing_is_read_ahead_when_observing_is_off(stats, monkeypatch):
+    monkeypatch.setenv("CLUSTERBENCH_OBSERVE", "0")
+    assert not observe.prefetch_state(["localhost"], {})
+    assert stats()["started"] == 0

@@ -1,0 +1,212 @@
+"""`clusterbench tune hpl`: the space and its bounds, the refusals (exit 2, located), a real short tune with
+its outputs and tagged runs, an interrupted session that continues without repeating a trial, and a
+campaign block as the space. Real xhpl, tiny N (top level <= 1200), budgets of 20-30 s."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from tests.conftest import cli, query
+
+from clusterbench.errors import UserInputError
+from clusterbench.system.discover import discover
+from clusterbench.tune.space import MAX_VALUES, build_space, level_ns
+
+SMALL = ["--n", "1200", "--levels", "2", "--space", "nb=64,128", "--space", "grid=mpi 1x2,mpi 2x1",
+         "--space", "bcast=1rm,2rm", "--space", "depth=0,1", "--space", "pfact=right", "--eta", "2", "--repeats", "2"]
+
+
+def _search_ready() -> bool:
+    from clusterbench.tune.search import Space, search
+
+    class _Never:
+        def estimate_s(self, config, level):
+            return 1e9
+
+        def evaluate(self, config, level, repeat):
+            raise AssertionError
+
+    try:
+        search(Space({"a": [1]}), 1, _Never(), 1.0)
+    except NotImplementedError:
+        return False
+    except Exception:  # noqa: BLE001 - any other answer means the search exists
+        return True
+    return True
+
+
+needs_search = pytest.mark.skipif(not _search_ready(), reason="tune.search.search() is not implemented yet")
+
+
+def _opt(key: str) -> str:
+    return f"--space {key}"
+
+
+# ---------------------------------------------------------------- the space (unit)
+
+
+def test_default_space_and_user_dimensions():
+    system = discover()
+    space, fixed = build_space(system, 1, {}, option=_opt)
+    assert {"nb", "grid", "blas", "bcast", "depth", "pfact"} <= set(space.dims)
+    assert fixed == {}
+    ranks = {g.split()[0] for g in space.dims["grid"]}
+    assert "mpi" in ranks
+    space, _ = build_space(system, 1, {"nb": "64..256:64", "bcast": "1rm,2rm", "depth": "1", "rfact": "left,right"},
+                           option=_opt)
+    assert space.dims["nb"] == [64, 128, 192, 256]
+    assert space.dims["bcast"] == ["1rm", "2rm"]
+    assert space.dims["depth"] == [1]
+    assert space.dims["rfact"] == ["left", "right"]
+    space, _ = build_space(system, 1, {"grid": "mpi"}, option=_opt)
+    assert all(g.startswith("mpi ") for g in space.dims["grid"])
+    assert all(int(p) * int(q) == system.topology.cores_total
+               for p, q in (g.split()[1].split("x") for g in space.dims["grid"]))
+
+
+@pytest.mark.parametrize(("space", "message"), [
+    ({"bcast": "9"}, "--space bcast: bcast must be one of 1rg, 1rm"),
+    ({"foo": "1"}, "hpl has no tunable 'foo'"),
+    ({"nb": "1..5000"}, f"more than {MAX_VALUES} in one dimension"),
+    ({"depth": "99"}, "depth must be at most 16"),
+    ({"grid": "mpi 3x7"}, "matches no layout's rank count"),
+    ({"grid": "nonsense"}, "is not a grid"),
+    ({"blas": "no-such-blas"}, "is not installed"),
+    ({"nb": "8..2048:8", "bcast": "1rg,1rm,2rg,2rm,lng,lnm", "depth": "0..16", "nbmin": "1..64", "ndiv": "2..40",
+      "swap_threshold": "0..255"}, "points"),
+])
+def test_space_refusals(space, message):
+    with pytest.raises(UserInputError) as err:
+        build_space(discover(), 1, space, option=_opt)
+    assert message in str(err.value)
+
+
+def test_levels():
+    assert level_ns(6000, 3, 3) == [2888, 4160, 6000]
+    assert level_ns(1200, 3, 3) == [1000, 1200]  # the floor merges the two lower levels
+    assert all(n % 8 == 0 for n in level_ns(10_000, 4, 3))
+
+
+# ---------------------------------------------------------------- refusals through the command line
+
+
+def test_memory_refusal_is_exit_2_and_located():
+    out = cli("tune", "hpl", "--n", "1000000", "--dry-run")
+    assert out.returncode == 2, out.stderr
+    assert "--n 1000000" in out.stderr and "GiB usable" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_tiny_budget_refused():
+    out = cli("tune", "hpl", "--n", "2000", "--budget", "1s", "--dry-run")
+    assert out.returncode == 2, out.stderr
+    assert "--budget 1s is less than one trial" in out.stderr and "N=" in out.stderr
+    out = cli("tune", "hpl", "--n", "2000", "--budget", "6s", "--dry-run")  # one trial, not one round
+    assert out.returncode == 2, out.stderr
+    assert "less than the search's first round" in out.stderr
+
+
+def test_bad_space_option_exit_2():
+    out = cli("tune", "hpl", "--n", "2000", "--space", "bcast=9", "--dry-run")
+    assert out.returncode == 2
+    assert "--space bcast=9: bcast must be one of" in out.stderr
+
+
+def test_dry_run_json():
+    info = json.loads(cli("tune", "hpl", *SMALL, "--budget", "25s", "--dry-run", "--json").stdout)
+    assert info["levels_n"] == [1000, 1200]
+    assert info["space_size"] == 2 * 2 * len(info["space"]["blas"]) * 2 * 2
+    assert info["sweep_estimate_s"] > info["cheapest_trial_s"] > 0
+
+
+# ---------------------------------------------------------------- real tuning
+
+
+@needs_search
+def test_short_tune_writes_outputs_and_tags_runs(xhpl, tmp_path, isolated_db):
+    out_dir = tmp_path / "out"
+    out = cli("tune", "hpl", *SMALL, "--space", "blas=openblas-serial", "--budget", "25s",
+              "--out", str(out_dir), "--json", env={"CLUSTERBENCH_XHPL": xhpl}, timeout=240)
+    assert out.returncode == 0, out.stderr + out.stdout
+    info = json.loads(out.stdout)
+    assert info["trials"]["ran"] >= 2
+    assert (out_dir / "HPL.dat").read_text().startswith("HPLinpack benchmark input file")
+    assert (out_dir / "trials.csv").read_text().count("\n") == info["trials"]["ran"] + 1
+    assert (out_dir / "best-so-far.svg").read_text().startswith("<svg")
+    rows = query(isolated_db, "SELECT id, tags FROM runs WHERE campaign=?", info["session"])
+    assert len(rows) == info["trials"]["ran"]
+    tags = [json.loads(r["tags"]) for r in rows]
+    assert all(t["tune"] == info["session"] for t in tags)
+    if info["best"] is not None:
+        assert any(t.get("tune_best") == info["session"] for t in tags)
+        assert info["best"]["median_gflops"] > 0
+
+
+@needs_search
+def test_interrupted_tune_continues_without_repeating(xhpl, tmp_path, isolated_db):
+    args = [sys.executable, "-m", "clusterbench", "tune", "hpl", *SMALL, "--budget", "25s", "--json",
+            "--out", str(tmp_path / "o")]
+    env = dict(os.environ) | {"CLUSTERBENCH_XHPL": xhpl}
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    first: list[str] = []
+    while time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.3)
+        if isolated_db.exists():
+            first = [r["id"] for r in query(isolated_db, "SELECT id FROM runs WHERE status='ok'")]
+            if len(first) >= 3:
+                break
+    assert proc.poll() is None, "the tune finished before it could be interrupted: " + proc.communicate()[1]
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    stored = {r["id"]: r["status"] for r in query(isolated_db, "SELECT id, status FROM runs")}
+    done_before = {i for i, s in stored.items() if s == "ok"}
+    assert len(done_before) >= 3
+
+    out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr
+    info = json.loads(out.stdout)
+    assert info["trials"]["replayed"] >= len(done_before)
+    rows = query(isolated_db, "SELECT id, status FROM runs")
+    ids = [r["id"] for r in rows]
+    assert len(ids) == len(set(ids))
+    trials = (tmp_path / "o" / "trials.csv").read_text().splitlines()[1:]
+    new = [line.split(",")[1] for line in trials if line.endswith(",0")]
+    assert not set(new) & done_before  # the second call ran none of the finished trials again
+
+
+@needs_search
+def test_campaign_block_is_the_space(xhpl, tmp_path, isolated_db):
+    spec = tmp_path / "tune.yaml"
+    spec.write_text(f"""name: tune-test
+benchmarks:
+  - benchmark: hpl
+    params: {{n: 1200, binary: {xhpl}, pfact: right, blas: openblas-serial}}
+    space:
+      nb: [64, 128]
+      grid: ["mpi 1x2"]
+      bcast: [1rm, 2rm]
+      depth: [0, 1]
+""")
+    dry = cli("tune", "hpl", "--campaign", str(spec), "--levels", "2", "--eta", "2", "--budget", "25s", "--dry-run",
+              "--json")
+    assert dry.returncode == 0, dry.stderr
+    info = json.loads(dry.stdout)
+    assert info["space"]["nb"] == [64, 128] and info["fixed"]["pfact"] == "right"
+    bad = spec.read_text().replace("[1rm, 2rm]", "[1rm, 9]")
+    spec.write_text(bad)
+    out = cli("tune", "hpl", "--campaign", str(spec), "--dry-run")
+    assert out.returncode == 2
+    assert f"{spec}:" in out.stderr and "benchmarks[0].space.bcast" in out.stderr
+    spec.write_text(bad.replace("[1rm, 9]", "[1rm, 2rm]"))
+    run = cli("tune", "hpl", "--campaign", str(spec), "--levels", "2", "--eta", "2", "--budget", "25s",
+              "--repeats", "2", "--out", str(tmp_path / "c"), "--json", timeout=240)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["trials"]["ran"] >= 1
