@@ -76,7 +76,8 @@ def main() -> int:
     env = dict(os.environ) | {"CLUSTERBENCH_DB": str(tmp / "results.db"), "CLUSTERBENCH_CACHE": str(tmp / "cache")}
     rows = []
     for i in range(args.pairs):
-        cmd = [sys.executable, "-m", "clusterbench", "run", "--json"] + (["--budget", args.budget] if args.budget else [])
+        cmd = [sys.executable, "-m", "clusterbench", "run", "--json"]
+        cmd += ["--budget", args.budget] if args.budget else []
         t0 = time.perf_counter()
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=tmp)
         wall = time.perf_counter() - t0
