@@ -225,11 +225,16 @@ def _print_result(session, result, info: dict, paths: dict) -> None:
         console.print(f"  {best.median:.2f} Gflop/s median{ci}, {len(best.samples)} samples at "
                       f"N={session.hspace.ns[best.level]}")
     if info["finalists"]:
-        table = Table("configuration", "median Gflop/s", "interval (coverage)", "n", "same as best?", title="finalists",
-                      title_justify="left")
-        for f in info["finalists"][:10]:
+        shown = info["finalists"][:10]
+        # only what differs between finalists: the full keys do not fit a terminal and hide the difference
+        varying = [k for k in shown[0]["config"] if len({str(f["config"].get(k)) for f in shown}) > 1]
+        common = ", ".join(f"{k}={v}" for k, v in shown[0]["config"].items() if k not in varying)
+        table = Table("configuration", "median Gflop/s", "interval (coverage)", "n", "same as best?",
+                      title="finalists" + (f" (all with {common})" if common else ""), title_justify="left")
+        for f in shown:
             lo, hi = f["ci95"]
-            table.add_row(escape(",".join(f"{k}={v}" for k, v in f["config"].items())), f"{f['median_gflops']:.2f}",
+            table.add_row(escape(", ".join(f"{k}={f['config'][k]}" for k in varying) or "(the best)"),
+                          f"{f['median_gflops']:.2f}",
                           "-" if not math.isfinite(lo) else f"{lo:.2f}-{hi:.2f} ({f['ci_coverage']:.0%})",
                           str(f["samples"]),
                           "yes" if f["indistinguishable_from_best"] else "no")
