@@ -177,6 +177,7 @@ def _run(store, session, out: Path, as_json: bool) -> None:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from clusterbench.campaign.engine import campaign_lock
+    from clusterbench.launch.process import signals_as_interrupt
     from clusterbench.report.tune import best_so_far_svg
     from clusterbench.tune.session import summary, tag_best, trial_points, write_outputs
 
@@ -195,8 +196,8 @@ def _run(store, session, out: Path, as_json: bool) -> None:
         progress.update(task, completed=min(spent[0], budget), spent=spent[0], note=escape(note))
 
     try:
-        with campaign_lock(store.path, session.name), progress:
-            result = session.run(on_trial)
+        with campaign_lock(store.path, session.name), progress, signals_as_interrupt():
+            result = session.run(on_trial)  # SIGTERM/SIGHUP between trials stop it like Ctrl-C
     except KeyboardInterrupt:
         err_console.print(f"[yellow]interrupted[/]: finished trials are stored; run the same command again to "
                           f"continue session {session.name}")
