@@ -378,8 +378,11 @@ class _Search:
                 if candidates:
                     need = self._bracket_cost(candidates)
                     if self.result.spent_s + need > self.budget and not self._replaying(candidates):
-                        raise _Stop(f"budget: the next bracket needs about {need:.0f} s, "
-                                    f"{self.budget - self.result.spent_s:.0f} s left")
+                        candidates = self._fitting(candidates)
+                        if not candidates:
+                            self._tail()
+                            raise _Stop(f"budget: the next bracket needs about {need:.0f} s, "
+                                        f"{self.budget - self.result.spent_s:.0f} s left")
                     self._bracket(candidates)
                 self._refine()
                 for _ in range(RACE_ROUNDS):
@@ -389,6 +392,25 @@ class _Search:
         except _Stop as stop:
             self.result.stopped = str(stop)
         return self.result
+
+    def _fitting(self, candidates: list[Config]) -> list[Config]:
+        """The bracket's first candidates (best by prior first) cut down until the bracket fits what is
+        left: a smaller successive halving still spends the end of the budget on new configurations.
+        Fewer than eta candidates is no halving at all: none then."""
+        left = self.budget - self.result.spent_s
+        while len(candidates) >= self.eta and self._bracket_cost(candidates) > left:
+            candidates = candidates[: len(candidates) // self.eta * (self.eta - 1) or len(candidates) - 1]
+        return candidates if len(candidates) >= self.eta and self._bracket_cost(candidates) <= left else []
+
+    def _tail(self) -> None:
+        """What is left of the budget, trial by trial: the incumbent's neighbours and the race, until a
+        trial no longer fits (_measure raises _Stop) or nothing is left to measure."""
+        while True:
+            before = len(self.result.trials)
+            self._refine()
+            self._race()
+            if len(self.result.trials) == before:
+                return
 
     def _replaying(self, candidates: list[Config]) -> bool:
         """Whether the evaluator says the bracket's first trial is stored: then a resume replays it."""
