@@ -51,7 +51,6 @@ def bench(
     """Run one benchmark once (or --repeats times), store it like any run, print its metrics."""
     from clusterbench.execution.executor import prefetch_state
 
-    prefetch_state()  # this machine's state, read while the rest of the command loads and plans the run
     from clusterbench.campaign.expand import expand
     from clusterbench.campaign.spec import BenchmarkBlock, Campaign, CampaignError
     from clusterbench.errors import UserInputError
@@ -68,6 +67,9 @@ def bench(
     except ValueError as exc:  # pydantic: a bad --timeout
         raise UserInputError(f"--timeout: {exc.errors()[0]['msg'] if hasattr(exc, 'errors') else exc}") from None
     tags = parse_assignments(tag or [], "--tag", "system=pi4-cluster")
+    # this machine's state, read while the store opens and the run is set up; only once the input is
+    # known good, since the read may compile its clock kernel and bad input must build nothing
+    prefetch_state()
     try:
         results = _run_points(name, runs, info, tags, as_json)
     except Exception as exc:  # a full disk outside a run (opening or writing the store)
