@@ -49,11 +49,10 @@ def bench(
     as_json: Annotated[bool, typer.Option("--json", help="Print the runs and metrics as JSON.")] = False,
 ) -> None:
     """Run one benchmark once (or --repeats times), store it like any run, print its metrics."""
-    from clusterbench.execution.executor import prefetch_state
-
     from clusterbench.campaign.expand import expand
     from clusterbench.campaign.spec import BenchmarkBlock, Campaign, CampaignError
     from clusterbench.errors import UserInputError
+    from clusterbench.execution.executor import prefetch_state
     from clusterbench.system.discover import discover
 
     params = parse_assignments(param or [])
