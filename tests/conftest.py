@@ -126,3 +126,13 @@ def xhpl() -> str:
         return str(build_hpl().binary)
     except UserInputError as exc:  # no compiler, no Debian archive
         pytest.skip(f"cannot build xhpl here: {exc.message}")
+
+
+def interruptible() -> None:
+    """preexec_fn for a child that the test interrupts with SIGINT as Ctrl-C would: a harness started in
+    the background (`nohup ... &`, no job control) ignores SIGINT and its children inherit that, so Python
+    in the child would never raise KeyboardInterrupt. Restoring the default makes the test mean the same
+    wherever it runs."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.conftest import SCRIPT, cli, query
+from tests.conftest import SCRIPT, cli, interruptible, query
 from tests.test_virtual_cluster import write
 
 pytestmark = pytest.mark.cluster
@@ -109,7 +109,7 @@ benchmarks:
 def _start(campaign: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "clusterbench", "campaign", "run", str(campaign)],
                             env=dict(os.environ, COLUMNS="200"), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+                            stderr=subprocess.STDOUT, text=True, preexec_fn=interruptible)
 
 
 def _changed() -> bool:

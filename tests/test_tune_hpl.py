@@ -12,7 +12,7 @@ import sys
 import time
 
 import pytest
-from tests.conftest import cli, query
+from tests.conftest import cli, interruptible, query
 
 from clusterbench.errors import UserInputError
 from clusterbench.system.discover import discover
@@ -153,10 +153,8 @@ def test_interrupted_tune_continues_without_repeating(xhpl, tmp_path, isolated_d
     args = [sys.executable, "-m", "clusterbench", "tune", "hpl", *SMALL, "--budget", "25s", "--json",
             "--out", str(tmp_path / "o")]
     env = dict(os.environ) | {"CLUSTERBENCH_XHPL": xhpl}
-    # Ctrl-C as at a terminal: a harness started in the background (nohup ... &) ignores SIGINT, and
-    # its children inherit that; restore the default so Python turns SIGINT into KeyboardInterrupt
     proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=interruptible)  # SIGINT as Ctrl-C, even under a background harness
     deadline = time.monotonic() + 60
     first: list[str] = []
     while time.monotonic() < deadline and proc.poll() is None:

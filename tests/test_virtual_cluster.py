@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.conftest import cli, query, vc
+from tests.conftest import cli, interruptible, query, vc
 
 from clusterbench.pinning.strategies import expressible
 
@@ -191,7 +191,8 @@ benchmarks:
 """)
     env = dict(os.environ, COLUMNS="200")
     proc = subprocess.Popen([sys.executable, "-m", "clusterbench", "campaign", "run", str(campaign)],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=interruptible)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and len([n for n in squeue_names() if n.startswith("cb-vc-sleepy")]) < 4:
         time.sleep(0.3)
