@@ -84,7 +84,7 @@ def run(
                 print(json.dumps({"n": plan.n, "nb": plan.nb, "p": plan.p, "q": plan.q,
                                   "layout": plan.layout.__dict__, "estimate_s": plan.estimate_s,
                                   "reason": plan.reason, "xhpl": plan.xhpl,
-                                  "hpl": standalone_dict(plan.hpl),
+                                  "hpl": plan.hpl.to_dict() if plan.hpl else None,
                                   "kernels": [{"benchmark": r.benchmark, "params": r.params,
                                                "estimate_s": r.estimate_s} for r in plan.kernels],
                                   "skipped": plan.skipped}, indent=2, default=str))
@@ -133,13 +133,6 @@ def standalone_line(hpl) -> str:
             f"; configuration from {hpl.config_source}; {hpl.reason}; about {hpl.estimate_s:.0f} s; {where}")
 
 
-def standalone_dict(hpl) -> dict | None:
-    if hpl is None:
-        return None
-    return {"point": hpl.point, "binary": hpl.binary, "build_s": hpl.build_s, "estimate_s": hpl.estimate_s,
-            "reason": hpl.reason, "config_source": hpl.config_source}
-
-
 def build_standalone(plan, as_json: bool) -> None:
     """Build xhpl (once: the build cache keeps it) before the runs; without it the suite goes on with
     HPCC's HPL and says why."""
@@ -153,7 +146,7 @@ def build_standalone(plan, as_json: bool) -> None:
         plan.skipped.append(f"hpl: xhpl could not be built ({exc.message}); Rmax comes from HPCC's HPL phase")
         plan.hpl = None
         return
-    plan.hpl.binary = plan.xhpl = str(built.binary)
+    plan.hpl.binary = str(built.binary)
     if not as_json:
         console.print(f"[bold]xhpl[/]: {escape(str(built.binary))} "
                       f"({'built now' if built.rebuilt else 'already built'})")

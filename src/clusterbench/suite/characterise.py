@@ -58,10 +58,14 @@ class SuitePlan:
     estimate_s: float
     model: HpccTimeModel
     reason: str
-    xhpl: str | None = None
     kernels: list[PlannedRun] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # kernels that cannot run here, with why
     hpl: StandaloneHpl | None = None
+
+    @property
+    def xhpl(self) -> str | None:
+        """The standalone HPL's binary (None: no standalone HPL, or not built yet)."""
+        return self.hpl.binary if self.hpl else None
 
 
 @dataclass
@@ -155,6 +159,11 @@ class StandaloneHpl:
     build_s: float = 0.0  # expected time of `clusterbench build hpl` when binary is None
     time_model: XhplTimeModel | None = None
 
+    def to_dict(self) -> dict:
+        """The standalone HPL's plan as `run --dry-run --json` and the summary print it."""
+        return {"point": self.point, "binary": self.binary, "build_s": self.build_s, "estimate_s": self.estimate_s,
+                "reason": self.reason, "config_source": self.config_source}
+
 
 @dataclass(frozen=True)
 class XhplTimeModel:
@@ -188,9 +197,8 @@ def plan_suite(system: SystemInfo, store: Store, budget_s: float, full: bool = F
     require_mpirun()
     topo = system.topology
     all_layouts = layouts(system.nodes, topo.sockets, topo.cores_per_socket)
-    for name in filter(None, (layout_name,)):
-        if name not in all_layouts:
-            raise UserInputError(f"unknown layout {name!r}", hint=f"choose one of: {', '.join(all_layouts)}")
+    if layout_name is not None and layout_name not in all_layouts:
+        raise UserInputError(f"unknown layout {layout_name!r}", hint=f"choose one of: {', '.join(all_layouts)}")
     layout = all_layouts[layout_name or "mpi"]
     hpcc_nb = nb or DEFAULT_NB
     p, q = grids(layout.ranks)[0]
@@ -219,7 +227,7 @@ def plan_suite(system: SystemInfo, store: Store, budget_s: float, full: bool = F
     if hpl:
         left = budget_s * 0.95 - plan.estimate_s - build_s
         if _size_standalone(hpl, n, full, left, total, available, skipped):
-            plan.hpl, plan.xhpl = hpl, hpl.binary
+            plan.hpl = hpl
             plan.estimate_s += hpl.estimate_s + build_s
     return plan
 
@@ -230,26 +238,25 @@ def _standalone_config(system: SystemInfo, store: Store, all_layouts: dict[str, 
     user's --nb or --layout says otherwise, else the planner's defaults."""
     known = best_known(store, system.fingerprint())
     config: dict = {}
+    measured = None  # the known configuration, when it runs as it was measured (its rate then applies)
     source = "the planner's defaults (nothing tuned or measured twice on this system yet)"
     if known:
         cand = dict(known.params)
         lay = all_layouts.get(cand.get("layout", "mpi"))
         fits = lay is not None and cand.get("p", 1) * cand.get("q", 1) == lay.ranks
         if fits and (layout_name is None or layout_name == cand.get("layout", "mpi")):
-            config, source = cand, known.source
+            config, source, measured = cand, known.source, known
             if nb and nb != cand.get("nb"):
-                config["nb"] = nb
+                config["nb"], measured = nb, None
                 source += f", NB={nb} from --nb"
     config.setdefault("layout", layout_name or "mpi")
     config.setdefault("nb", nb or DEFAULT_NB)
     lay = all_layouts[config["layout"]]
     if "p" not in config:
         config["p"], config["q"] = grids(lay.ranks)[0]
-    rate = (XhplTimeModel(known.gflops, f"the measured {known.gflops:.1f} Gflop/s of {known.source}")
-            if known and config.get("nb") == known.params.get("nb") and config.get("layout") == known.params.get(
-                "layout", "mpi")
-            else XhplTimeModel(model.rpeak_gflops * model.efficiency,
-                               f"{model.efficiency:.0%} of Rpeak ({model.source})"))
+    rate = (XhplTimeModel(measured.gflops, f"the measured {measured.gflops:.1f} Gflop/s of {measured.source}")
+            if measured else XhplTimeModel(model.rpeak_gflops * model.efficiency,
+                                           f"{model.efficiency:.0%} of Rpeak ({model.source})"))
     return StandaloneHpl(point=config, layout=lay, estimate_s=0.0, reason=rate.source, config_source=source,
                          binary=xhpl, build_s=0.0 if xhpl else XHPL_BUILD_S, time_model=rate)
 

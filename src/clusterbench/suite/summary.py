@@ -31,8 +31,7 @@ def summarise(info: SystemInfo, result: SuiteResult, db_path: str) -> dict:
         "efficiency": (best[0].value / rpeak) if best and rpeak else None,
         "hpl": _hpl_entry(result, best),
         "hpl_config_source": plan.hpl.config_source if plan.hpl else None,
-        "hpl_plan": ({"point": plan.hpl.point, "binary": plan.hpl.binary, "estimate_s": plan.hpl.estimate_s,
-                      "reason": plan.hpl.reason} if plan.hpl else None),
+        "hpl_plan": plan.hpl.to_dict() if plan.hpl else None,
         "dgemm_gflops": {"single": val("SingleDGEMM_Gflops"), "star_per_rank": val("StarDGEMM_Gflops")},
         "stream_gbs": {kind: {op: val(f"{kind.capitalize()}STREAM_{op}")
                               for op in ("Copy", "Scale", "Add", "Triad")}

@@ -48,7 +48,7 @@ def best_known(store: Store, system_id: str) -> KnownConfig | None:
     """The configuration to run HPL with on this system, or None when nothing stored is evidence enough."""
     rows = store.metric_rows("hpl_gflops", benchmark="hpl", system_id=system_id, valid_only=True)
     groups: dict[tuple[str, int], list[float]] = {}
-    sessions: dict[str, str] = {}  # tune session -> newest start time of its best runs
+    sessions: dict[tuple[str, str, int], str] = {}  # (session, configuration, N) -> newest start time
     configs: dict[str, dict] = {}
     for row in rows:
         params, tags = json.loads(row["params"]), json.loads(row["tags"] or "{}")
@@ -57,16 +57,14 @@ def best_known(store: Store, system_id: str) -> KnownConfig | None:
         configs[key] = config
         n = int(params.get("n") or 0)
         groups.setdefault((key, n), []).append(float(row["value"]))
-        session = tags.get("tune_best")
-        if session:
-            sessions[f"{session}\0{key}\0{n}"] = max(sessions.get(f"{session}\0{key}\0{n}", ""),
-                                                     row["started_at"] or "")
+        if tags.get("tune_best"):
+            best = (tags["tune_best"], key, n)
+            sessions[best] = max(sessions.get(best, ""), row["started_at"] or "")
     if sessions:
-        newest = max(sessions, key=lambda s: sessions[s])
-        session, key, n_text = newest.split("\0")
-        values = groups[(key, int(n_text))]
-        return KnownConfig(configs[key], statistics.median(values), int(n_text), len(values),
-                           f"tuning session {session} (median of {len(values)} runs at N={n_text})")
+        session, key, n = max(sessions, key=sessions.__getitem__)
+        values = groups[(key, n)]
+        return KnownConfig(configs[key], statistics.median(values), n, len(values),
+                           f"tuning session {session} (median of {len(values)} runs at N={n})")
     if not groups:
         return None
     largest = max(n for _, n in groups)
