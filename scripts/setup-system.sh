@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Install the Debian packages clusterbench needs, only those that are missing, at one of two levels:
 #   run   what `clusterbench run` needs on one box: a compiler, Open MPI, the BLAS variants, hpcc, hwloc
-#   test  run + what the test suite needs: MPICH, Slurm, munge, sshd (for the virtual cluster), Chromium,
-#         iperf3 and the autotools that some official sources want
+#   test  run + what the test suite needs: MPICH, Slurm, munge, sshd, and slurmdbd with MariaDB (Slurm
+#         accounting) for the virtual cluster, Chromium, iperf3 and the autotools that some official
+#         sources want
 # As root it installs them; otherwise it prints the exact command to run and fails.
 #
 # Neither level leaves a daemon running or enabled on the host: packages are installed under a
 # policy-rc.d that forbids starting services, and every systemd unit the install newly enabled is
 # disabled again. The virtual cluster (scripts/virtual-cluster) starts its own daemons inside its
-# namespaces and stops them on `down`.
+# namespaces and stops them on `down` (MariaDB included: a private server of its own, never the
+# package's mariadb.service, whose mysql.service/mysqld.service alias links are removed too).
 set -euo pipefail
 
 level=${1:-test}
@@ -23,6 +25,7 @@ RUN_PACKAGES=(
 TEST_PACKAGES=(
   mpich libmpich-dev
   iperf3 slurm-wlm munge openssh-server openssh-client iproute2
+  slurmdbd mariadb-server
   autoconf automake libtool
   chromium fonts-dejavu-core
 )
@@ -59,7 +62,20 @@ fi
 enabled_units() {
   find /etc/systemd/system -type l -path '*.wants/*' -printf '%f\n' 2>/dev/null | sort -u
 }
+# Every link under /etc/systemd/system but masks (to /dev/null): `systemctl enable` also makes alias
+# links (mariadb.service makes mysql.service and mysqld.service), which `disable` would remove
+# with a running systemd only.
+unit_links() {
+  find /etc/systemd/system -type l ! -lname /dev/null -printf '%p\n' 2>/dev/null | sort -u
+}
+# SysV start links: mariadb-server pulls in rsync, whose init script has no unit enabled but an
+# S link of its own.
+rc_started() {
+  find /etc/rc2.d /etc/rc3.d /etc/rc4.d /etc/rc5.d -name 'S*' -printf '%f\n' 2>/dev/null | sed 's/^S[0-9]*//' | sort -u
+}
 before=$(enabled_units)
+links_before=$(unit_links)
+rc_before=$(rc_started)
 # Kept for the test that checks nothing was left enabled: what was enabled before the first install.
 record=/var/lib/clusterbench/units-enabled-before-setup
 if [ ! -e "$record" ]; then
@@ -100,4 +116,13 @@ for unit in $new_units; do
   fi
   # Without a running systemd, `systemctl disable` may not act: remove the links ourselves.
   find /etc/systemd/system -type l -path "*.wants/$unit" -delete 2>/dev/null || true
+done
+# The links the install made that are still there (aliases of the units disabled above).
+for link in $(comm -13 <(printf '%s\n' "$links_before") <(unit_links) | grep -v '^$' || true); do
+  echo "setup: removing $link (made by the install)"
+  rm -f "$link"
+done
+for script in $(comm -13 <(printf '%s\n' "$rc_before") <(rc_started) | grep -v '^$' || true); do
+  echo "setup: disabling the init script $script (enabled by the install)"
+  update-rc.d "$script" disable >/dev/null 2>&1 || true
 done

@@ -29,6 +29,9 @@ class PlacedProgram(Benchmark):
     binary: Path | str | None = None
     blas: str | None = None
     blas_dir: str | None = None
+    # Through the launcher even as one process: the run's node is not this machine (the cluster
+    # run's per-node suite puts each run on its node with a one-host mpirun).
+    on_remote_node: bool = False
 
     needs_mpi: ClassVar[bool] = False  # MPI-only programs always run under mpirun
     default_ranks: ClassVar[int] = 1  # 0: one rank per core
@@ -81,7 +84,7 @@ class PlacedProgram(Benchmark):
 
     def uses_mpirun(self) -> bool:
         return (self.needs_mpi or self.point.get("ranks", 1) > 1 or self.node_count() > 1
-                or bool(self.point.get("pinning")))  # a strategy needs a launcher to apply it
+                or bool(self.point.get("pinning")) or self.on_remote_node)  # a strategy needs a launcher to apply it
 
     def placement(self) -> Placement:
         p = self.point

@@ -31,6 +31,7 @@ BUILTIN: tuple[tuple[str, str, str], ...] = (
     # clusterbench's own kernels
     ("stream", "clusterbench.bench.stream.kernel", "Stream"), ("pingpong", "clusterbench.bench.pingpong", "PingPong"),
     ("dgemm", "clusterbench.bench.dgemm", "Dgemm"), ("affinity", "clusterbench.bench.affinity", "Affinity"),
+    ("clock", "clusterbench.bench.clock", "Clock"),
     ("command", "clusterbench.bench.command", "Command"),
 )
 _registered: dict[str, type[Benchmark]] = {}  # register()ed before BENCHMARKS was built

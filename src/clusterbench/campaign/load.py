@@ -98,10 +98,12 @@ def _check_settings(campaign: Campaign, runs: list[PlannedRun], site: Site, sour
         return
     first = next((i for i, b in enumerate(campaign.benchmarks) if b.system), None)
     loc = ("system",) if campaign.system or first is None else ("benchmarks", first, "system")
-    if site.slurm:
-        raise CampaignError("system settings are applied over ssh on the run's nodes, which a Slurm site does not "
-                            "name before its jobs start", source, loc,
-                            hint="use launcher: mpirun with the allocation's hosts (hosts: slurm) for a tuning study")
+    batch = site.batch()
+    if batch:
+        raise CampaignError(f"system settings are applied over ssh on the run's nodes, which a {batch[0].upper()} "
+                            "site does not name before its jobs start", source, loc,
+                            hint=f"use launcher: mpirun with the allocation's hosts (hosts: {batch[0]}) for a tuning "
+                                 "study")
     hosts = site.inventory.names if site.inventory else ["localhost"]
     try:
         settings_preflight(hosts, wanted, hosts)

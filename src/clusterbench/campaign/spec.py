@@ -220,13 +220,58 @@ class SlurmSection(BaseModel):
         return _duration(self.poll)
 
 
-class ClusterSection(BaseModel):
-    """Where the runs go: this machine, hosts over ssh + mpirun, or Slurm (docs/launchers.md)."""
+_ONE_LINE = r"^[^\n\r\x00]*$"
+OneLine = Annotated[str, Field(max_length=4096, pattern=_ONE_LINE)]
+
+
+class LsfSection(BaseModel):
+    """Each run (or the repeats of a point, as an array) as an LSF job."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    launcher: Literal["local", "mpirun", "slurm"] = "local"
-    hosts: str | None = Field(None, description="node set (node[1-8]), hostfile path, or 'slurm' (the allocation)")
+    queue: OneLine | None = Field(None, description="bsub -q")
+    project: OneLine | None = Field(None, description="bsub -P")
+    time: OneLine | None = Field(None, pattern=r"^(\d{1,6}:)?\d{1,8}$",
+                                 description="bsub -W [hours:]minutes (default: from the run's timeout)")
+    exclusive: bool = Field(True, description="bsub -x: whole hosts per job, so runs do not share them")
+    bsub_args: list[OneLine] = Field(default_factory=list, max_length=100,
+                                     description="more bsub options, one per #BSUB line, e.g. '-R \"select[ib]\"'")
+    poll: Duration = Field(2, description="how often bjobs is asked")
+    max_queued: int = Field(100, ge=1, le=100_000, description="runs queued at once (array elements count one each)")
+
+    @property
+    def poll_s(self) -> float:
+        return _duration(self.poll)
+
+
+class PbsSection(BaseModel):
+    """Each run (or the repeats of a point, as an array) as a PBS Professional job."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    queue: OneLine | None = Field(None, description="qsub -q")
+    account: OneLine | None = Field(None, description="qsub -A")
+    walltime: OneLine | None = Field(None, pattern=r"^(\d{1,6}:)?(\d{1,2}:)?\d{1,8}$",
+                                     description="-l walltime=HH:MM:SS (default: from the run's timeout)")
+    qsub_args: list[OneLine] = Field(default_factory=list, max_length=100,
+                                     description="more qsub options, one per #PBS line, e.g. '-l place=excl'")
+    poll: Duration = Field(2, description="how often qstat is asked")
+    max_queued: int = Field(100, ge=1, le=100_000, description="runs queued at once (array elements count one each)")
+
+    @property
+    def poll_s(self) -> float:
+        return _duration(self.poll)
+
+
+class ClusterSection(BaseModel):
+    """Where the runs go: this machine, hosts over ssh + mpirun, or a batch scheduler: Slurm,
+    LSF or PBS (docs/launchers.md)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    launcher: Literal["local", "mpirun", "slurm", "lsf", "pbs"] = "local"
+    hosts: str | None = Field(None, description="node set (node[1-8]), hostfile path, or 'slurm', 'lsf', 'pbs' "
+                                                "(the current allocation)")
     interconnect: Literal["auto", "shm", "tcp", "ib"] = Field("auto", description="default transport of MPI runs")
     mpi: Literal["openmpi", "mpich"] | None = Field(
         None, description="default MPI of MPI runs (each has its own mpirun and mpicc); absent: the mpirun on PATH")
@@ -234,6 +279,8 @@ class ClusterSection(BaseModel):
     rank_by: str | None = Field(None, description="mpirun --rank-by")
     mpi_args: list[str] = Field(default_factory=list, description="more mpirun arguments")
     slurm: SlurmSection | None = None
+    lsf: LsfSection | None = Field(None, description="with launcher: lsf")
+    pbs: PbsSection | None = Field(None, description="with launcher: pbs")
     preflight: bool = Field(True, description="check the nodes before a multi-node campaign starts")
     strategies: dict[Name, StrategySection] = Field(
         default_factory=dict, max_length=100,
@@ -357,6 +404,8 @@ def _first_error(exc: ValidationError, source: CampaignSource) -> CampaignError:
 def _model_at(loc: Location) -> type[BaseModel]:
     """The model whose keys are allowed where an unknown key was found."""
     if loc[0] == "cluster":
+        if len(loc) == 3 and loc[1] in ("lsf", "pbs"):
+            return LsfSection if loc[1] == "lsf" else PbsSection
         return {2: ClusterSection, 3: SlurmSection}.get(len(loc), SrunSection)
     return Campaign if len(loc) == 1 else BenchmarkBlock
 

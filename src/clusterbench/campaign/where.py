@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import subprocess
 
-from clusterbench.campaign.spec import ClusterSection, SlurmSection
+from clusterbench.campaign.spec import ClusterSection, LsfSection, PbsSection, SlurmSection
 from clusterbench.cluster.facts import NodeFacts
 from clusterbench.errors import UserInputError
 from clusterbench.launch.hosts import Host, Inventory, expand_nodeset, inventory
-from clusterbench.launch.site import Site, SlurmOptions, SrunOptions
+from clusterbench.launch.site import LsfOptions, PbsOptions, Site, SlurmOptions, SrunOptions
 from clusterbench.pinning.strategies import user_strategy
 from clusterbench.system.discover import SystemInfo
 from clusterbench.system.microarch import estimate_peak
@@ -28,6 +28,19 @@ def site_from_section(section: ClusterSection) -> Site:
         slurm = SlurmOptions(partition=s.partition, account=s.account, qos=s.qos, time=s.time,
                              exclusive=s.exclusive, sbatch_args=list(s.sbatch_args), srun=srun,
                              poll_s=s.poll_s, max_queued=s.max_queued)
+    lsf = pbs = None
+    if section.launcher == "lsf":
+        s = section.lsf or LsfSection()
+        lsf = LsfOptions(queue=s.queue, project=s.project, time=s.time, exclusive=s.exclusive,
+                         bsub_args=list(s.bsub_args), poll_s=s.poll_s, max_queued=s.max_queued)
+    elif section.launcher == "pbs":
+        s = section.pbs or PbsSection()
+        pbs = PbsOptions(queue=s.queue, account=s.account, walltime=s.walltime, qsub_args=list(s.qsub_args),
+                         poll_s=s.poll_s, max_queued=s.max_queued)
+    for name in ("lsf", "pbs"):
+        if getattr(section, name) is not None and section.launcher != name:
+            raise UserInputError(f"cluster.{name} is given but cluster.launcher is {section.launcher}",
+                                 hint=f"set launcher: {name}, or remove the {name}: section")
     inv = None
     if section.launcher == "mpirun":
         if not section.hosts:
@@ -36,12 +49,14 @@ def site_from_section(section: ClusterSection) -> Site:
         inv = inventory(section.hosts)
     elif section.launcher == "slurm":
         inv = inventory(section.hosts) if section.hosts else partition_nodes(slurm.partition)
+    elif section.hosts:  # lsf, pbs: the nodes the jobs will get, for the preflight and for sizing
+        inv = inventory(section.hosts)
     strategies = {name: user_strategy(name, s.summary, *(None if o is None else o.model_dump()
                                                          for o in (s.srun, s.openmpi, s.hydra)))
                   for name, s in section.strategies.items()}
     return Site(launcher=section.launcher, inventory=inv, interconnect=section.interconnect,
                 net_if=section.net_if, rank_by=section.rank_by, mpi_args=list(section.mpi_args), slurm=slurm,
-                strategies=strategies)
+                lsf=lsf, pbs=pbs, strategies=strategies)
 
 
 def partition_nodes(partition: str | None) -> Inventory:

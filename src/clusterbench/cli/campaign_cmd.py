@@ -30,9 +30,10 @@ def _load(path: Path, preflight: bool = False, force: bool = False, quiet: bool 
     loaded = load_runs(path, lock)
     target = preflight_target(loaded) if preflight else None
     if target:
-        from clusterbench.cli.cluster_cmd import print_preflight, run_preflight
+        from clusterbench.cli.cluster_cmd import default_runs_dir, print_preflight, run_preflight
 
-        result = run_preflight(target.inventory, target.binaries, quiet=quiet, mpis=target.mpis)
+        result = run_preflight(target.inventory, target.binaries, quiet=quiet, mpis=target.mpis,
+                               shared_dir=default_runs_dir())
         if not result.ok:
             print_preflight(result, target.inventory)
             if not force:

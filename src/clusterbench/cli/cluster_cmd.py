@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -60,19 +61,31 @@ def problems_table(problems) -> Table:
     for col in ("node", "check", "problem"):
         table.add_column(col)
     for p in problems:
-        table.add_row(escape(p.node), escape(p.check), f"[red]{escape(p.detail)}[/]")
+        hint = f" [dim]({escape(p.hint)})[/]" if getattr(p, "hint", None) else ""
+        table.add_row(escape(p.node), escape(p.check), f"[red]{escape(p.detail)}[/]{hint}")
     return table
 
 
+def default_runs_dir() -> Path:
+    """The runs directory of the results store in use ($CLUSTERBENCH_DB or --db), as Store.runs_dir
+    has it, without opening (or creating) the database."""
+    from clusterbench.store.db import default_db_path
+
+    return default_db_path().parent / "runs"
+
+
 def run_preflight(inv, binaries: list[str], mpi: bool = True, quiet: bool = False,
-                  mpis: tuple[str | None, ...] = (None,)):
+                  mpis: tuple[str | None, ...] = (None,), shared_dir: Path | None = None):
+    """check_cluster with progress; `shared_dir` (the runs directory, for a multi-node campaign) must
+    be the same directory on every node."""
     from rich.progress import Progress
 
     from clusterbench.cluster.preflight import check_cluster
 
     with Progress(console=err_console, transient=True, disable=quiet) as progress:
         task = progress.add_task(f"checking {len(inv.hosts)} node(s)", total=len(inv.hosts))
-        result = check_cluster(inv, binaries, mpi_hello=mpi, on_node=lambda _f: progress.advance(task), mpis=mpis)
+        result = check_cluster(inv, binaries, mpi_hello=mpi, on_node=lambda _f: progress.advance(task), mpis=mpis,
+                               shared_dir=shared_dir)
     return result
 
 
@@ -108,13 +121,17 @@ def cluster_check(
     mpi_impl: Annotated[list[MpiChoice] | None, typer.Option(
         "--mpi-impl", help="The MPI of the hello-world: openmpi or mpich (repeatable; default: the mpirun on PATH).")]
     = None,
+    shared_dir: Annotated[Path | None, typer.Option(
+        "--shared-dir", help="A directory every node must see as the head does (a file written there by the head "
+                             "is read on each node). Default: the results store's runs directory.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Preflight: reachable, names, binaries, BLAS, MPI, kernel, clocks, MPI across nodes.
-    Exit code 1 when a node is inconsistent."""
+    """Preflight: reachable, names, binaries, BLAS, MPI, kernel, clocks, MPI across nodes, and the
+    results directory shared. Exit code 1 when a node is inconsistent."""
     inv = resolve_hosts(hosts)
     mpis = tuple(m.value for m in mpi_impl) if mpi_impl else (None,)
-    result = run_preflight(inv, binary or [], mpi, quiet=as_json, mpis=mpis)
+    result = run_preflight(inv, binary or [], mpi, quiet=as_json, mpis=mpis,
+                           shared_dir=shared_dir if shared_dir is not None else default_runs_dir())
     if as_json:
         print(json.dumps(result.to_dict(), indent=2, default=str))
     else:

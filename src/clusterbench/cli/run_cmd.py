@@ -12,7 +12,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from rich.table import Table
 
 from clusterbench.bench.params import MAX_N
-from clusterbench.cli.app import app, console, err_console, open_store
+from clusterbench.cli.app import MpiOpt, app, console, err_console, open_store
 from clusterbench.cli.plan_cmd import LayoutName
 from clusterbench.cli.system_cmd import positive
 from clusterbench.errors import UserInputError
@@ -44,14 +44,52 @@ def run(
     = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Plan and print, run nothing.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    hosts: Annotated[str | None, typer.Option(
+        "--hosts", "-w", help="Characterise a cluster: a node set (node[1-8]), a hostfile, or slurm/lsf/pbs (the "
+        "current allocation). Default inside a multi-node Slurm, LSF or PBS job: its nodes; else this machine.",
+        show_default=False)] = None,
+    interconnect: Annotated[str, typer.Option(
+        help="Cluster runs: the MPI transport between nodes (auto, tcp, ib).")] = "auto",
+    mpi: MpiOpt = None,
+    outlier_z: Annotated[float, typer.Option(
+        help="Cluster runs: flag a node or link whose robust z-score (median/MAD) is beyond this on the bad side.",
+        min=1.0, max=100.0)] = 3.5,
+    outlier_deviation: Annotated[float, typer.Option(
+        help="Cluster runs: ... and which is at least this fraction away from the median (0.25 = 25%).",
+        min=0.0, max=0.99)] = 0.25,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Cluster runs: go on although the preflight found problems.")] = False,
 ) -> None:
-    """Discover this machine, run HPCC sized to the budget, store everything, summarise."""
+    """Discover this machine, run HPCC sized to the budget, store everything, summarise.
+
+    With -w NODESET (or inside a multi-node allocation): characterise the cluster, with a per-node
+    suite on every node at once, a ping-pong between every pair of nodes and HPL across all of
+    them; nodes and links out of line are flagged (docs/cluster.md)."""
+    from clusterbench.units import parse_duration
+
+    inv = _cluster_inventory(hosts)
+    if inv is not None:
+        from clusterbench.analysis.outliers import Rule
+        from clusterbench.cli.cluster_run import run_on_cluster
+
+        if interconnect not in ("auto", "tcp", "ib"):
+            raise UserInputError(f"--interconnect {interconnect!r}: choose auto, tcp or ib")
+        for given, flag in ((full, "--full"), (n, "--n"), (nb, "--nb"), (layout, "--layout"),
+                            (not kernels, "--no-kernels")):
+            if given:
+                raise UserInputError(f"{flag} applies to one machine; a cluster run sizes its runs itself",
+                                     hint="drop it, or run `clusterbench run` without -w")
+        run_on_cluster(inv, parse_duration(budget, "--budget"), interconnect=interconnect,
+                       mpi=mpi.value if mpi else None, hpl=hpl, xhpl=xhpl,
+                       rule=Rule(z=outlier_z, min_deviation=outlier_deviation), force=force, dry_run=dry_run,
+                       as_json=as_json)
+        return
     from clusterbench.bench.hpl.benchmark import find_xhpl
     from clusterbench.launch.process import signals_as_interrupt
     from clusterbench.suite.characterise import plan_suite, run_suite
     from clusterbench.suite.summary import summarise
     from clusterbench.system.discover import discover
-    from clusterbench.units import format_duration, parse_duration
+    from clusterbench.units import format_duration
 
     budget_s = parse_duration(budget, "--budget")
     positive(n, "--n")
@@ -122,6 +160,17 @@ def run(
         print_summary(summary)
     if not any(r.valid for r in result.runs):
         raise typer.Exit(1)
+
+
+def _cluster_inventory(hosts: str | None):
+    """The nodes of a cluster run: -w, else the current Slurm/LSF/PBS allocation when it has several
+    nodes; None for the one-machine job."""
+    from clusterbench.launch import hosts as host_lists
+
+    if hosts:
+        return host_lists.inventory(hosts)
+    allocation = host_lists.current_allocation()
+    return allocation if allocation is not None and len(allocation.hosts) > 1 else None
 
 
 def standalone_line(hpl) -> str:

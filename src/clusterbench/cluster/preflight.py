@@ -5,15 +5,18 @@ node's name to the same address as the head does, run the same benchmark binarie
 the same BLAS variant, MPI and kernel, keep its clock close to the head's, and take part in an
 MPI hello-world across all nodes. What differs is decided against the majority of the nodes,
 so the odd node out is the one named. Free memory is reported, not judged: its minimum is
-what sizes N.
+what sizes N. Given a directory (the results store's runs directory), every node must see the
+head's: a file written there by the head must be there, with the same contents, on each node.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import socket
 import subprocess
 import tempfile
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,6 +25,7 @@ from pathlib import Path
 from clusterbench.build.sources import sha256_of
 from clusterbench.cluster.facts import NodeFacts, gather
 from clusterbench.launch.hosts import Inventory
+from clusterbench.launch.remote import run_everywhere
 
 CLOCK_SKEW_LIMIT_S = 1.0
 
@@ -31,6 +35,7 @@ class Problem:
     node: str
     check: str
     detail: str
+    hint: str | None = None  # what to do about it, when the detail does not say
 
 
 @dataclass
@@ -58,8 +63,9 @@ class Preflight:
 def check_cluster(inv: Inventory, binaries: list[str] = (), mpi_hello: bool = True,
                   skew_limit_s: float = CLOCK_SKEW_LIMIT_S,
                   on_node: Callable[[NodeFacts], None] | None = None,
-                  mpis: tuple[str | None, ...] = (None,)) -> Preflight:
-    """Every check on the nodes of `inv`; the MPI hello-world once with each MPI in `mpis`."""
+                  mpis: tuple[str | None, ...] = (None,), shared_dir: Path | None = None) -> Preflight:
+    """Every check on the nodes of `inv`; the MPI hello-world once with each MPI in `mpis`; with
+    `shared_dir`, that every node that answers sees that directory as the head does."""
     facts = gather(inv.names, binaries, on_node=on_node)
     result = Preflight(facts)
     result.problems += reachability(facts)
@@ -69,6 +75,8 @@ def check_cluster(inv: Inventory, binaries: list[str] = (), mpi_hello: bool = Tr
     for label, attribute in (("BLAS variant", "blas"), ("MPI version", "mpi"), ("kernel", "kernel")):
         result.problems += odd_ones_out(up, label, lambda f, a=attribute: getattr(f, a))
     result.problems += clocks(up, skew_limit_s)
+    if shared_dir is not None and up:
+        result.problems += shared_directory([f.host for f in up], shared_dir)
     if mpi_hello and up and len(up) == len(facts):
         for mpi in mpis:
             result.problems += hello_world(inv, mpi=mpi)
@@ -154,6 +162,53 @@ def clocks(facts: list[NodeFacts], limit_s: float) -> list[Problem]:
     return [Problem(f.host, "clock", f"{f.clock_skew_s:+.2f} s from the head (limit {limit_s} s)")
             for f in facts if f.clock_skew_s is not None
             and abs(f.clock_skew_s) - (f.clock_uncertainty_s or 0) > limit_s]
+
+
+SHARED_CHECK = "shared results directory"
+SHARED_HINT = ("the results directory must be on a filesystem every node mounts at the same path, such as an "
+               "NFS home: set CLUSTERBENCH_DB (or --db) to a database there")
+
+
+def shared_directory(hosts: list[str], folder: Path, timeout_s: float = 30.0) -> list[Problem]:
+    """Every node of `hosts` must see the head's `folder`: a file with a unique token, written there
+    by the head, is read on each node over ssh, then removed. A node that does not see it (its own
+    /tmp, a local disk, a mount missing) is named with the path. The folder is made if missing
+    (the runs directory of a new store), and removed again if it is still empty."""
+    folder = Path(os.path.abspath(folder))
+    made = [p for p in (folder, *folder.parents) if not p.exists()]
+    token = uuid.uuid4().hex
+    probe = folder / f".clusterbench-shared-{token[:12]}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe.write_text(token + "\n")
+    except OSError as exc:
+        _remove_made(made)
+        return [Problem("head", SHARED_CHECK, f"cannot write to {folder}: {exc.strerror or exc}",
+                        "give a directory the head can write to")]
+    try:
+        answers = run_everywhere(hosts, f"cat -- {shlex.quote(str(probe))}", timeout_s)
+    finally:
+        probe.unlink(missing_ok=True)
+        _remove_made(made)
+    problems = []
+    for a in answers:
+        if a.unreachable and not a.stdout:
+            problems.append(Problem(a.host, SHARED_CHECK, f"cannot tell whether {folder} is shared: {a.stderr.strip()}",
+                                    SHARED_HINT))
+        elif a.stdout.strip() != token:
+            seen = "another file under that name" if a.ok else "no file the head wrote there"
+            problems.append(Problem(a.host, SHARED_CHECK, f"{folder} is not the head's directory here: {seen}",
+                                    SHARED_HINT))
+    return problems
+
+
+def _remove_made(made: list[Path]) -> None:
+    """The folders the shared-directory check made, innermost first, if nothing else was put there."""
+    for path in made:
+        try:
+            path.rmdir()
+        except OSError:
+            return
 
 
 def hello_world(inv: Inventory, timeout_s: float = 60.0, mpi: str | None = None) -> list[Problem]:

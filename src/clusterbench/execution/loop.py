@@ -1,8 +1,10 @@
-"""The one run loop: planned runs, one after another here or through mpirun, or as Slurm jobs.
+"""The one run loop: planned runs, one after another here or through mpirun, or as batch jobs
+(Slurm, LSF, PBS: execution/batch_jobs.py).
 
 `campaign run`, `bench` and `run` all go through `run_all`: it makes each run's benchmark
 instance, starts it through the executor (which stores it), reports progress and an ETA that
-corrects itself from measured durations, spaces repeat rounds over time when asked (`spread`),
+corrects itself from measured durations, spaces repeat rounds over time when asked (`spread`:
+here by waiting, for batch jobs by the begin time each job is submitted with),
 and turns SIGTERM/SIGHUP into an interrupt so the run in flight is stored as interrupted.
 What is particular to a command (its lock, skipping finished runs, fresh ids, its tags) is
 decided by the caller before the loop.
@@ -16,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from clusterbench.errors import UserInputError
+from clusterbench.execution.batch_jobs import run_jobs
 from clusterbench.execution.executor import RunRequest, RunResult, execute, prefetch_state
 from clusterbench.execution.request import PlannedRun
-from clusterbench.execution.slurm_jobs import run_jobs
 from clusterbench.launch.process import signals_as_interrupt
 from clusterbench.launch.site import LOCAL, Site
 from clusterbench.store.db import Store
@@ -119,8 +121,9 @@ def run_all(store: Store, runs: list[PlannedRun], reporter: Reporter, *, site: S
         reporter.run_finished(run, result, eta)
 
     with signals_as_interrupt():
-        if site.slurm:
-            run_jobs(store, runs, system_id, site, reporter.run_started, reporter.tick, finished)
+        if site.batch():
+            run_jobs(store, runs, system_id, site, reporter.run_started, reporter.tick, finished,
+                     spread_s=spread.interval_s if spread and spread.interval_s else None)
             return results
         t0, first_round = time.monotonic(), runs[0].repeat if runs else 0
         for run in runs:

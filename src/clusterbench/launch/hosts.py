@@ -1,10 +1,12 @@
-"""Which nodes a campaign runs on: from a hostfile, a node set, or the current Slurm allocation.
+"""Which nodes a campaign runs on: from a hostfile, a node set, or the current batch allocation.
 
 Users already have their nodes written down in one of three forms, and clusterbench reads
 each as it is: an MPI hostfile (Open MPI's `node1 slots=4`, MPICH's `node1:4`, or one name per
-line), a ClusterShell node set (`node[1-8]`, `pi[01-04],head`), or the allocation of the Slurm
-job it runs in (`SLURM_JOB_NODELIST` with `SLURM_JOB_CPUS_PER_NODE`). The order is kept:
-`nodes: 2` in a campaign means the first two hosts.
+line), a ClusterShell node set (`node[1-8]`, `pi[01-04],head`), or the allocation of the batch
+job it runs in: Slurm (`SLURM_JOB_NODELIST` with `SLURM_JOB_CPUS_PER_NODE`), LSF
+(`LSB_DJOB_HOSTFILE`, one line per slot, else `LSB_MCPU_HOSTS`, "hostA 4 hostB 4") or PBS
+(`PBS_NODEFILE`, one line per slot). `current_allocation` says which of them this process runs
+inside. The order is kept: `nodes: 2` in a campaign means the first two hosts.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from pathlib import Path
 from clusterbench.errors import UserInputError
 
 SLURM_ALLOCATION = "slurm"
+ALLOCATIONS = ("slurm", "lsf", "pbs")
+MAX_NODEFILE_BYTES = 16 * 2**20  # of a scheduler's node file (one line per slot)
+MAX_ALLOCATION_HOSTS = 100_000
 
 
 @dataclass(frozen=True)
@@ -108,12 +113,85 @@ def _slurm_counts(text: str, count: int) -> list[int | None]:
     return out if len(out) == count else [None] * count
 
 
+def _slot_lines(names: list[str] | list[tuple[str, int]], source: str) -> Inventory:
+    """Host names, one per slot (or with their slot count), in order -> each host once with its slots."""
+    counts: dict[str, int] = {}
+    for item in names:
+        name, slots = item if isinstance(item, tuple) else (item, 1)
+        if len(counts) >= MAX_ALLOCATION_HOSTS and name not in counts:
+            raise UserInputError(f"{source} lists more than {MAX_ALLOCATION_HOSTS} hosts")
+        if not re.fullmatch(r"[A-Za-z0-9_.\-]{1,255}", name):
+            raise UserInputError(f"{source}: {name[:60]!r} is not a host name")
+        counts[name] = counts.get(name, 0) + slots
+    if not counts:
+        raise UserInputError(f"{source} names no host")
+    return Inventory([Host(n, c) for n, c in counts.items()], source)
+
+
+def _read_nodefile(path: str, var: str) -> list[str]:
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_NODEFILE_BYTES + 1)
+    except OSError as exc:
+        raise UserInputError(f"cannot read {var}={path}: {exc.strerror}") from None
+    if len(raw) > MAX_NODEFILE_BYTES:
+        raise UserInputError(f"{var}={path} is larger than {MAX_NODEFILE_BYTES} bytes")
+    return [line.split()[0] for line in raw.decode("utf-8", "replace").splitlines() if line.split()]
+
+
+def lsf_allocation(env: dict[str, str] | None = None) -> Inventory:
+    """The hosts of the LSF job this process runs in: LSB_DJOB_HOSTFILE (one host per slot),
+    else LSB_MCPU_HOSTS ("hostA 4 hostB 4")."""
+    env = os.environ if env is None else env
+    path = env.get("LSB_DJOB_HOSTFILE")
+    if path:
+        return _slot_lines(_read_nodefile(path, "LSB_DJOB_HOSTFILE"), "the LSF allocation (LSB_DJOB_HOSTFILE)")
+    pairs = env.get("LSB_MCPU_HOSTS", "")
+    if not pairs.strip():
+        raise UserInputError("not inside an LSF job (LSB_DJOB_HOSTFILE and LSB_MCPU_HOSTS are not set)",
+                             hint="run inside bsub, or give --hosts node[1-8] or a hostfile")
+    if len(pairs) > MAX_NODEFILE_BYTES:
+        raise UserInputError(f"LSB_MCPU_HOSTS is longer than {MAX_NODEFILE_BYTES} characters")
+    words = pairs.split()
+    if len(words) % 2 or not all(re.fullmatch(r"\d{1,9}", w) for w in words[1::2]):
+        raise UserInputError(f"LSB_MCPU_HOSTS is not 'host count host count ...': {pairs[:80]!r}")
+    pairs_list = [(name, int(count)) for name, count in zip(words[::2], words[1::2], strict=True)]
+    return _slot_lines(pairs_list, "the LSF allocation (LSB_MCPU_HOSTS)")
+
+
+def pbs_allocation(env: dict[str, str] | None = None) -> Inventory:
+    """The hosts of the PBS job this process runs in: PBS_NODEFILE, one line per slot (mpiprocs)."""
+    env = os.environ if env is None else env
+    path = env.get("PBS_NODEFILE")
+    if not path:
+        raise UserInputError("not inside a PBS job (PBS_NODEFILE is not set)",
+                             hint="run inside qsub, or give --hosts node[1-8] or a hostfile")
+    return _slot_lines(_read_nodefile(path, "PBS_NODEFILE"), "the PBS allocation (PBS_NODEFILE)")
+
+
+def current_allocation(env: dict[str, str] | None = None) -> Inventory | None:
+    """The inventory of the Slurm, LSF or PBS job this process runs inside, or None outside any.
+    A job whose variables are set but unreadable is an error (UserInputError), not None."""
+    env = os.environ if env is None else env
+    if env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST"):
+        return slurm_allocation(env)
+    if env.get("LSB_DJOB_HOSTFILE") or env.get("LSB_MCPU_HOSTS"):
+        return lsf_allocation(env)
+    if env.get("PBS_NODEFILE"):
+        return pbs_allocation(env)
+    return None
+
+
 def inventory(spec: str | None) -> Inventory:
-    """From what a user typed: a hostfile path, 'slurm', a node set; None = this machine."""
+    """From what a user typed: a hostfile path, 'slurm', 'lsf', 'pbs', a node set; None = this machine."""
     if not spec or spec in ("localhost", "local"):
         return Inventory([Host(socket.gethostname())], "this machine")
     if spec == SLURM_ALLOCATION:
         return slurm_allocation()
+    if spec == "lsf":
+        return lsf_allocation()
+    if spec == "pbs":
+        return pbs_allocation()
     path = Path(spec).expanduser()
     if path.is_file():
         return parse_hostfile(path.read_text(), str(path))

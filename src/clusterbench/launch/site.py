@@ -1,10 +1,12 @@
-"""Where a campaign's runs go: this machine, a set of hosts over ssh + mpirun, or Slurm.
+"""Where a campaign's runs go: this machine, a set of hosts over ssh + mpirun, or a batch
+scheduler (Slurm, LSF, PBS).
 
 A benchmark declares its program and how many ranks, threads and nodes it wants and how to
 bind them (launch/spec.py: Launch, Placement); `launch_command` turns that into the line that
 runs it here, and `launcher_record` into what is stored about it. The site adds what the place
 needs: the hostfile of the first `nodes` hosts with their slots, the interconnect, `--rank-by`,
-extra mpirun arguments, or `srun` options inside a Slurm job.
+extra mpirun arguments, `srun` options inside a Slurm job, or under LSF and PBS the hostfile
+that the job script writes from the allocation (LSB_DJOB_HOSTFILE, PBS_NODEFILE) for mpirun.
 Benchmarks never see host names, and the launcher and its options are stored with every run.
 """
 
@@ -18,12 +20,14 @@ from pathlib import Path
 
 from clusterbench.errors import UserInputError
 from clusterbench.launch.hosts import Host, Inventory, render_hostfile
-from clusterbench.launch.mpirun import MpiLaunch, mpirun_command
+from clusterbench.launch.mpirun import MpiLaunch, interconnect_args, mpirun_command
 from clusterbench.launch.spec import Launch
 from clusterbench.pinning.strategies import Strategy, launcher_options
 from clusterbench.system.mpi import MpiStack, mpi_stack
 
-LAUNCHERS = ("local", "mpirun", "slurm")
+LAUNCHERS = ("local", "mpirun", "slurm", "lsf", "pbs")
+BATCH = ("slurm", "lsf", "pbs")
+NODEFILE_VARS = {"lsf": "LSB_DJOB_HOSTFILE", "pbs": "PBS_NODEFILE"}  # one line per slot of the job
 
 
 @dataclass
@@ -54,6 +58,31 @@ class SlurmOptions:
 
 
 @dataclass
+class LsfOptions:
+    """How each run (or array of repeats) becomes an LSF job (bsub)."""
+
+    queue: str | None = None
+    project: str | None = None
+    time: str | None = None  # bsub -W [hours:]minutes; default: from the run's timeout
+    exclusive: bool = True
+    bsub_args: list[str] = field(default_factory=list)
+    poll_s: float = 2.0
+    max_queued: int = 100
+
+
+@dataclass
+class PbsOptions:
+    """How each run (or array of repeats) becomes a PBS Pro job (qsub)."""
+
+    queue: str | None = None
+    account: str | None = None
+    walltime: str | None = None  # -l walltime=HH:MM:SS; default: from the run's timeout
+    qsub_args: list[str] = field(default_factory=list)
+    poll_s: float = 2.0
+    max_queued: int = 100
+
+
+@dataclass
 class Site:
     launcher: str = "local"
     inventory: Inventory | None = None  # mpirun: the hosts, in order
@@ -62,9 +91,21 @@ class Site:
     rank_by: str | None = None
     mpi_args: list[str] = field(default_factory=list)
     slurm: SlurmOptions | None = None
+    lsf: LsfOptions | None = None
+    pbs: PbsOptions | None = None
     workdir: Path | None = None  # set per run: where the hostfile goes
     forward_env: dict[str, str] = field(default_factory=dict)  # set per run: also for remote ranks
     strategies: dict[str, Strategy] = field(default_factory=dict)  # the campaign's own pinning strategies
+    # set per run under LSF/PBS: (path, MPI implementation) of the hostfile its job script writes
+    allocation_hostfile: tuple[str, str] | None = None
+
+    def batch(self) -> tuple[str, SlurmOptions | LsfOptions | PbsOptions] | None:
+        """(scheduler name, its options) when runs go as batch jobs, else None."""
+        for name in BATCH:
+            opts = getattr(self, name)
+            if opts is not None:
+                return name, opts
+        return None
 
     def for_run(self, workdir: Path, forward_env: dict[str, str] | None = None) -> Site:
         """This site for one run: its directory, and variables that remote ranks need too (the
@@ -104,6 +145,14 @@ class Site:
         if launch.interconnect == "shm" and nodes > 1:
             raise UserInputError("interconnect: shm (shared memory only) cannot join several nodes",
                                  hint="use tcp, ib or auto for runs over more than one node")
+        if self.launcher in NODEFILE_VARS and nodes >= 1:
+            # the hosts are known only inside the job: its script writes this file from the allocation
+            launch.ranks_per_node = math.ceil(launch.ranks / nodes)
+            launch.oversubscribe = False
+            if self.workdir is not None:
+                path = str(self.workdir / "hostfile")
+                launch.hostfile = path
+                self.allocation_hostfile = (path, implementation)
         hosts = self.hosts_for(nodes)
         if hosts:
             per_node = math.ceil(launch.ranks / nodes)
@@ -138,7 +187,7 @@ class Site:
     def command(self, launch: MpiLaunch, program: list[str], nodes: int, pinning: str | None = None) -> list[str]:
         launch, stack, srun = self.resolve(launch, nodes, pinning)
         if srun:
-            return srun_command(launch, program, srun, nodes)
+            return srun_command(launch, program, srun, nodes, stack.implementation)
         return mpirun_command(launch, program, stack)
 
     def launch_command(self, launch: Launch) -> list[str]:
@@ -185,6 +234,9 @@ class Site:
             out["mpi_args"] = self.mpi_args
         if self.strategies:
             out["strategies"] = {k: vars(v) for k, v in self.strategies.items()}
+        for name in ("lsf", "pbs"):
+            if getattr(self, name):
+                out[name] = {k: v for k, v in vars(getattr(self, name)).items() if v not in (None, [], ())}
         if self.slurm:
             out["slurm"] = {k: v for k, v in vars(self.slurm).items() if v not in (None, [], ())}
             if self.slurm.srun:
@@ -195,9 +247,44 @@ class Site:
 LOCAL = Site()
 
 
-def srun_command(launch: MpiLaunch, program: list[str], opts: SrunOptions, nodes: int) -> list[str]:
-    """`srun` for the ranks of a run inside its job; binding by Slurm's task/affinity plugin."""
-    cmd = ["srun", f"--nodes={nodes}", f"--ntasks={launch.ranks}"]
+def srun_environment(launch: MpiLaunch, implementation: str | None = None) -> dict[str, str]:
+    """The variables that select the run's interconnect for ranks started by srun, the same
+    choice as the mpirun line (launch/mpirun.interconnect_args): Open MPI's `--mca K V` becomes
+    OMPI_MCA_K=V; MPICH's `-genv K V` is K=V, and `-iface X` its libfabric/UCX equivalents."""
+    if (launch.interconnect or "auto") == "auto" and not launch.net_if:
+        return {}
+    if implementation is None:
+        implementation = mpi_stack(launch.mpi).implementation
+    args = interconnect_args(launch, implementation)
+    env: dict[str, str] = {}
+    i = 0
+    while i < len(args):
+        flag = args[i]
+        if flag == "--mca" and i + 2 < len(args):
+            env[f"OMPI_MCA_{args[i + 1]}"] = args[i + 2]
+            i += 3
+        elif flag == "-genv" and i + 2 < len(args):
+            env[args[i + 1]] = args[i + 2]
+            i += 3
+        elif flag == "-iface" and i + 1 < len(args):
+            if "/" not in args[i + 1]:  # an interface name (a CIDR has no variable of its own here)
+                env |= {"FI_TCP_IFACE": args[i + 1], "UCX_NET_DEVICES": args[i + 1]}
+            i += 2
+        else:
+            i += 1
+    return env
+
+
+def srun_command(launch: MpiLaunch, program: list[str], opts: SrunOptions, nodes: int,
+                 implementation: str | None = None) -> list[str]:
+    """`srun` for the ranks of a run inside its job; binding by Slurm's task/affinity plugin.
+
+    The interconnect's variables go before srun (`env K=V srun --export=ALL ...`): srun hands its
+    whole environment to the step, whereas srun --export=ALL,K=V would cut a value such as
+    `self,tcp` at its comma."""
+    env = srun_environment(launch, implementation)
+    prefix = ["env", *(f"{k}={v}" for k, v in env.items())] if env else []
+    cmd = [*prefix, "srun", f"--nodes={nodes}", f"--ntasks={launch.ranks}"]
     threads = launch.threads or int(launch.env.get("OMP_NUM_THREADS", "1"))
     cmd.append(f"--cpus-per-task={opts.cpus_per_task or threads}")
     if opts.cpu_bind:

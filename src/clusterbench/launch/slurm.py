@@ -1,10 +1,18 @@
-"""Slurm: a generated batch script per run, `sbatch`, polling, the final state, `scancel`.
+"""Slurm: a generated batch script per run or per array of repeats, `sbatch`, polling, the final
+state with sacct's accounting, `scancel`.
 
 The run directory is on the shared filesystem, so the job writes its outputs where the run
-expects them and nothing has to be copied back. The final state comes from `sacct` when the
-cluster keeps accounting, else from `scontrol show job` (kept by the controller for
-MinJobAge seconds); `squeue` says what is still pending or running. Every job of a campaign is
-cancelled when the campaign is interrupted, so nothing keeps running behind the user's back.
+expects them and nothing has to be copied back. The repeats of one campaign point go as one array
+job (`--array=0-4`): element i changes into the directory of repeat i and runs it there.
+`squeue -r` says what is still pending or running, one line per array element (`123_4`; without
+-r a pending array is one line, `123_[0-4]`, which is understood as well). A job or element that
+left the queue is read with `scontrol show job` (kept by the controller for MinJobAge seconds)
+and, when the cluster keeps accounting, with `sacct`: State, ExitCode, Elapsed, NodeList,
+ConsumedEnergyRaw, TotalCPU and MaxRSS (the largest of the job's steps), stored with the run as
+`accounting` with the name of the command that answered. Every job of a campaign is cancelled
+when the campaign is interrupted, so nothing keeps running behind the user's back.
+
+The functions here are the scheduler interface of launch/batch.py.
 """
 
 from __future__ import annotations
@@ -12,59 +20,41 @@ from __future__ import annotations
 import re
 import shlex
 import shutil
-import subprocess
-from dataclasses import dataclass, field
-from pathlib import Path
+import time
 
 from clusterbench.errors import MissingToolError, UserInputError
+from clusterbench.launch.batch import (
+    JobRequest,
+    JobState,
+    Submitted,
+    clock_seconds,
+    dispatch,
+    expand_indices,
+    exports,
+    header_value,
+    run_tool,
+    text_field,
+)
 from clusterbench.launch.site import SlurmOptions
 
+__all__ = ["JobRequest", "JobState", "Submitted"]
+
+NAME, LABEL, SCRIPT = "slurm", "Slurm", "job.sbatch"
 ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING",
           "SIGNALING", "STAGE_OUT", "REQUEUE_HOLD", "REQUEUE_FED"}
-SCRIPT = "job.sbatch"
+SACCT_FIELDS = ("JobID", "State", "ExitCode", "Elapsed", "ElapsedRaw", "NodeList", "ConsumedEnergyRaw",
+                "TotalCPU", "MaxRSS")
+SACCT_WAIT_S = 3.0  # how long sacct may lag behind the controller for a job that just ended
 
 
-@dataclass
-class JobRequest:
-    name: str
-    workdir: Path
-    command: list[str]
-    env: dict[str, str]  # exported in the script (the benchmark's own variables)
-    nodes: int
-    tasks_per_node: int
-    cpus_per_task: int
-    timeout_s: float | None = None
-    before: list[str] = field(default_factory=list)  # shell lines (quoted by their maker) before the command
-    after: list[str] = field(default_factory=list)  # after it, whatever its exit (the job exits with the command's)
-
-
-@dataclass
-class JobState:
-    job_id: str
-    state: str
-    exit_code: int | None = None
-    signal: int | None = None
-    elapsed_s: float | None = None
-    nodes: str | None = None
-    reason: str | None = None
-
-    @property
-    def active(self) -> bool:
-        return self.state in ACTIVE
-
-
-@dataclass
-class Submitted:
-    job_id: str
-    request: JobRequest
-    running_since: float | None = None  # monotonic time it was first seen RUNNING
-
-
-def require_slurm() -> None:
+def require() -> None:
     missing = [t for t in ("sbatch", "squeue", "scontrol", "scancel") if not shutil.which(t)]
     if missing:
         raise MissingToolError(f"Slurm commands not found: {', '.join(missing)}",
                                hint="install slurm-client (apt-get install slurm-client) or load the Slurm module")
+
+
+require_slurm = require
 
 
 def slurm_time(seconds: float) -> str:
@@ -75,25 +65,37 @@ def slurm_time(seconds: float) -> str:
 
 
 def render_script(req: JobRequest, opts: SlurmOptions) -> str:
+    array = len(req.array) > 1
+    out = (req.workdir / ("slurm-%A_%a.out" if array else "stdout.txt"))
+    err = (req.workdir / ("slurm-%A_%a.err" if array else "stderr.txt"))
     lines = ["#!/bin/bash",
-             f"#SBATCH --job-name={req.name}",
+             f"#SBATCH --job-name={header_value(req.name, 'job name')}",
              f"#SBATCH --nodes={req.nodes}",
              f"#SBATCH --ntasks-per-node={req.tasks_per_node}",
              f"#SBATCH --cpus-per-task={req.cpus_per_task}",
-             f"#SBATCH --chdir={req.workdir}",
-             f"#SBATCH --output={req.workdir / 'stdout.txt'}",
-             f"#SBATCH --error={req.workdir / 'stderr.txt'}"]
+             f"#SBATCH --chdir={header_value(str(req.workdir), 'run directory')}",
+             f"#SBATCH --output={header_value(str(out), 'output file')}",
+             f"#SBATCH --error={header_value(str(err), 'error file')}"]
+    if array:
+        lines.append(f"#SBATCH --array=0-{len(req.array) - 1}")
+    if req.begin_s is not None and req.begin_s >= 1:
+        lines.append(f"#SBATCH --begin=now+{int(req.begin_s)}")
     if opts.exclusive:
         lines.append("#SBATCH --exclusive")
     limit = opts.time or (slurm_time(req.timeout_s) if req.timeout_s else None)
     if limit:
-        lines.append(f"#SBATCH --time={limit}")
+        lines.append(f"#SBATCH --time={header_value(limit, 'time limit')}")
     for key in ("partition", "account", "qos"):
         if getattr(opts, key):
-            lines.append(f"#SBATCH --{key}={getattr(opts, key)}")
-    lines += [f"#SBATCH {arg}" for arg in opts.sbatch_args]
+            lines.append(f"#SBATCH --{key}={header_value(getattr(opts, key), key)}")
+    lines += [f"#SBATCH {header_value(arg, 'sbatch argument')}" for arg in opts.sbatch_args]
+    if array:
+        lines.append("# written by clusterbench: one run per array element, each in its own directory")
+        lines.append('echo "clusterbench: job ${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID} on $SLURM_JOB_NODELIST" >&2')
+        lines += dispatch(req.array, "SLURM_ARRAY_TASK_ID", 0)
+        return "\n".join(lines) + "\n"
     lines.append("# written by clusterbench: one run, in its own directory")
-    lines += [f"export {key}={shlex.quote(value)}" for key, value in sorted(req.env.items())]
+    lines += exports(req.env)
     lines.append('echo "clusterbench: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST" >&2')
     lines += req.before
     lines.append(shlex.join(req.command))
@@ -103,67 +105,162 @@ def render_script(req: JobRequest, opts: SlurmOptions) -> str:
 
 
 def submit(req: JobRequest, opts: SlurmOptions, env: dict[str, str]) -> Submitted:
-    require_slurm()
+    require()
     script = req.workdir / SCRIPT
-    script.write_text(render_script(req, opts))
-    out = subprocess.run(["sbatch", "--parsable", str(script)], capture_output=True, text=True,
-                         env=env, timeout=60, check=False)
-    if out.returncode != 0:
-        raise UserInputError(f"sbatch refused the job of {req.name}: {out.stderr.strip()}",
+    text = render_script(req, opts)
+    for task in req.tasks:  # every run keeps the script that ran it
+        (task.workdir / SCRIPT).write_text(text)
+    code, out, err = run_tool(["sbatch", "--parsable", str(script)], env=env)
+    job_id = out.strip().split(";")[0]
+    if code != 0 or not re.fullmatch(r"\d{1,18}", job_id):
+        raise UserInputError(f"sbatch refused the job of {req.name}: {(err or out).strip()[:500]}",
                              hint=f"the script is {script}; check partition, time limit and node count")
-    job_id = out.stdout.strip().split(";")[0]
-    return Submitted(job_id, req)
+    tasks = [f"{job_id}_{i}" for i in range(len(req.array))] if len(req.array) > 1 else [job_id]
+    return Submitted(job_id, req, tasks)
 
 
-def active_states(job_ids: list[str]) -> dict[str, str]:
-    """State of the jobs still in the queue (a job that left it is absent)."""
-    if not job_ids:
-        return {}
-    out = subprocess.run(["squeue", "-h", "-j", ",".join(job_ids), "-o", "%i %T"],
-                         capture_output=True, text=True, timeout=60, check=False)
-    states = {}
-    for line in out.stdout.splitlines():
+def parent(task_id: str) -> str:
+    return task_id.split("_", 1)[0]
+
+
+def parse_squeue(text: str) -> dict[str, str]:
+    """`%i %T` lines -> id -> state; `123_[0-4%2] PENDING` gives 123_0 .. 123_4."""
+    states: dict[str, str] = {}
+    for line in text.splitlines():
         parts = line.split()
-        if len(parts) == 2:
-            states[parts[0]] = parts[1]
+        if len(parts) != 2:
+            continue
+        job, state = parts
+        m = re.fullmatch(r"(\d{1,18})_\[([^\]]{1,1000})\]", job)
+        if m:
+            try:
+                indices = expand_indices(m.group(2))
+            except ValueError:
+                continue
+            states |= {f"{m.group(1)}_{i}": state for i in indices}
+        elif re.fullmatch(r"\d{1,18}(?:_\d{1,9})?(?:\+\d{1,9})?", job):
+            states[job] = state
     return states
 
 
+def active_states(job_ids: list[str]) -> dict[str, str] | None:
+    """State of the jobs and array elements still in the queue (one that left it is absent);
+    None when squeue could not be asked."""
+    if not job_ids:
+        return {}
+    ids = sorted({parent(j) for j in job_ids} | {j for j in job_ids if "_" in j})
+    code, out, err = run_tool(["squeue", "-h", "-r", "-j", ",".join(ids), "-o", "%i %T"])
+    if code != 0:
+        return {} if "Invalid job id" in err else None
+    return parse_squeue(out)
+
+
 def final_state(job_id: str) -> JobState:
-    """State, exit code, elapsed time and nodes of a job that left the queue."""
-    state = _from_scontrol(job_id) or _from_sacct(job_id)
+    """State, exit code, elapsed time and nodes of a job or array element that left the queue,
+    with sacct's accounting when the cluster keeps it."""
+    state = _from_scontrol(job_id)
+    accounting = sacct_accounting(job_id, wait=state is not None)
+    if accounting:
+        if state is None:
+            state = JobState(job_id, accounting.get("state") or "UNKNOWN", accounting.get("exit_code"),
+                             accounting.get("signal"), accounting.get("elapsed_s"), accounting.get("nodes"),
+                             source="sacct")
+        state.accounting = accounting
     return state or JobState(job_id, "UNKNOWN", reason="neither scontrol nor sacct knows the job any more")
 
 
 def _from_scontrol(job_id: str) -> JobState | None:
-    out = subprocess.run(["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True,
-                         timeout=60, check=False)
-    if out.returncode != 0 or "JobState=" not in out.stdout:
+    try:
+        code, out, _ = run_tool(["scontrol", "-o", "show", "job", job_id])
+    except UserInputError:
         return None
-    fields = dict(re.findall(r"(\w+)=(\S*)", out.stdout))
-    code, _, sig = fields.get("ExitCode", "").partition(":")
-    return JobState(job_id, fields.get("JobState", "UNKNOWN"), _int(code), _int(sig),
-                    parse_elapsed(fields.get("RunTime", "")), fields.get("NodeList") or None,
-                    fields.get("Reason") if fields.get("Reason") not in (None, "None") else None)
+    if code != 0 or "JobState=" not in out:
+        return None
+    fields = dict(re.findall(r"(\w+)=(\S*)", out))
+    exit_code, _, sig = fields.get("ExitCode", "").partition(":")
+    reason = text_field(fields.get("Reason"))
+    return JobState(job_id, fields.get("JobState", "UNKNOWN"), _int(exit_code), _int(sig),
+                    parse_elapsed(fields.get("RunTime", "")), text_field(fields.get("NodeList")),
+                    reason, raw_state=fields.get("JobState"), source="scontrol")
 
 
-def _from_sacct(job_id: str) -> JobState | None:
+def sacct_accounting(job_id: str, wait: bool = False) -> dict | None:
+    """sacct's figures of a finished job or array element, or None when sacct gives no answer (no
+    accounting storage, or a job it never saw). With `wait`, a job sacct still shows as active
+    (the database lags the controller) is asked again for up to SACCT_WAIT_S."""
     if not shutil.which("sacct"):
         return None
-    out = subprocess.run(["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "State,ExitCode,ElapsedRaw,NodeList"],
-                         capture_output=True, text=True, timeout=60, check=False)
-    line = out.stdout.strip().splitlines()[:1]
-    if out.returncode != 0 or not line:
+    deadline = time.monotonic() + (SACCT_WAIT_S if wait else 0)
+    while True:
+        try:
+            code, out, _ = run_tool(["sacct", "-n", "-P", "-j", job_id, "-o", ",".join(SACCT_FIELDS)], timeout=30)
+        except UserInputError:
+            return None
+        found = parse_sacct(out, job_id) if code == 0 else None
+        if not found or found.get("state") not in ACTIVE or time.monotonic() >= deadline:
+            return found
+        time.sleep(0.5)
+
+
+def parse_sacct(text: str, job_id: str) -> dict | None:
+    """`sacct -n -P -o JobID,State,ExitCode,Elapsed,ElapsedRaw,NodeList,ConsumedEnergyRaw,TotalCPU,MaxRSS`
+    of one job -> its figures: the job's own line (its JobID is `job_id`, or the first line that is
+    no step) for state, exit code, elapsed time, nodes, energy and CPU time; the largest MaxRSS of
+    its steps (`123.batch`, `123.0`, `123_4.extern`). Empty or unknown fields are None."""
+    job: list[str] | None = None
+    steps: list[list[str]] = []
+    for line in text.splitlines()[:10_000]:
+        parts = line.split("|")
+        if len(parts) < len(SACCT_FIELDS):
+            continue
+        parts = [p.strip() for p in parts[:len(SACCT_FIELDS)]]
+        jid = parts[0]
+        if "." in jid:
+            steps.append(parts)
+        elif job is None and (jid == job_id or not job_id or jid.split("_")[0] == job_id.split("_")[0]):
+            job = parts
+        if jid == job_id:
+            job = parts
+    if job is None:
         return None
-    state, code, elapsed, nodes = (line[0].split("|") + ["", "", "", ""])[:4]
-    rc, _, sig = code.partition(":")
-    return JobState(job_id, state.split()[0] if state else "UNKNOWN", _int(rc), _int(sig),
-                    float(elapsed) if elapsed.isdigit() else None, nodes or None)
+    _, state, exit_code, elapsed, elapsed_raw, nodes, energy, total_cpu, max_rss = job
+    rc, _, sig = exit_code.partition(":")
+    rss = [r for r in [parse_size(s[8]) for s in steps] + [parse_size(max_rss)] if r is not None]
+    cpu = clock_seconds(total_cpu)
+    if cpu is None and steps:
+        per_step = [clock_seconds(s[7]) for s in steps]
+        cpu = sum(c for c in per_step if c is not None) if any(c is not None for c in per_step) else None
+    raw_elapsed = _int(elapsed_raw)
+    return {"source": "sacct", "state": (state.split()[0] if state else None) or None,
+            "exit_code": _int(rc), "signal": _int(sig),
+            "elapsed_s": float(raw_elapsed) if raw_elapsed is not None else clock_seconds(elapsed),
+            "nodes": text_field(nodes) if nodes not in ("None assigned", "(null)") else None,
+            "energy_j": _int(energy), "total_cpu_s": cpu, "max_rss_bytes": max(rss) if rss else None}
+
+
+_SIZE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40, "P": 2**50}
+
+
+def parse_size(text: str) -> int | None:
+    """sacct's sizes: '1234K', '2.5M', '0' -> bytes; empty or unreadable -> None."""
+    m = re.fullmatch(r"(\d{1,15}(?:\.\d{1,6})?)([KMGTP]?)", (text or "").strip().upper())
+    if not m:
+        return None
+    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2)])
+
+
+def scontrol_accounting(state: JobState) -> dict:
+    """The figures the controller itself knows, when sacct gives no answer."""
+    return {"source": "scontrol", "state": state.state, "exit_code": state.exit_code, "signal": state.signal,
+            "elapsed_s": state.elapsed_s, "nodes": state.nodes}
 
 
 def cancel(job_ids: list[str]) -> None:
     if job_ids:
-        subprocess.run(["scancel", *job_ids], capture_output=True, timeout=60, check=False)
+        try:
+            run_tool(["scancel", *job_ids])
+        except UserInputError:
+            pass
 
 
 def parse_elapsed(text: str) -> float | None:
@@ -175,8 +272,7 @@ def parse_elapsed(text: str) -> float | None:
     return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
 
 
-def _int(text: str) -> int | None:
-    try:
-        return int(text)
-    except ValueError:
+def _int(text: str | None) -> int | None:
+    if text is None or not re.fullmatch(r"-?\d{1,18}", text.strip()):
         return None
+    return int(text)

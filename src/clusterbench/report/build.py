@@ -10,11 +10,24 @@ from clusterbench.analysis.flags import flags_text
 from clusterbench.analysis.select import Selection
 from clusterbench.errors import UserInputError
 from clusterbench.execution.request import SETTING_PREFIX
-from clusterbench.report import activity, custom, energy, history, hpcc, hpl, memory, network, pinning, system, tuning
+from clusterbench.report import (
+    activity,
+    cluster,
+    custom,
+    energy,
+    history,
+    hpcc,
+    hpl,
+    memory,
+    network,
+    pinning,
+    system,
+    tuning,
+)
 from clusterbench.report.model import Options, Report, Section, Table
 from clusterbench.store.db import Store
 
-SECTIONS = (system, hpl, hpcc, network, memory, pinning, tuning, energy)
+SECTIONS = (system, cluster, hpl, hpcc, network, memory, pinning, tuning, energy)
 SHOWN_PARAMS = ("n", "nb", "p", "q", "ranks", "threads", "nodes", "layout", "blas", "tuning", "bind_to", "map_by",
                 "interconnect", "pinning", "scaling", "array_size", "test")
 # Where --x/--series/... apply without --metric: the first of these the selection holds.

@@ -364,6 +364,23 @@ class Store:
             raise too_new(self.path, version)
         return tables, version
 
+    def sibling(self) -> Store:
+        """Another connection to this open store, for another thread (an sqlite3 connection belongs to
+        the thread that made it). Made without reading the file outside SQLite, as the constructor
+        does: closing any descriptor of the database file drops every POSIX lock this process holds
+        on it, its other connections' included, and another process (a reader, a second clusterbench)
+        may then reset the WAL under them, which they see as a disk I/O error."""
+        other = object.__new__(Store)
+        other.path, other.read_only, other.exists, other.migrated_from = self.path, self.read_only, self.exists, None
+        other._batch, other._last_digest, other.has_blobs = None, None, self.has_blobs
+        other.conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        other.conn.execute("PRAGMA synchronous=NORMAL")
+        other.conn.execute("PRAGMA foreign_keys=ON")
+        if self.read_only:
+            other.conn.execute("PRAGMA query_only=ON")
+        other.conn.row_factory = sqlite3.Row
+        return other
+
     @property
     def runs_dir(self) -> Path:
         """Run directories live beside the database, so moving one moves both."""

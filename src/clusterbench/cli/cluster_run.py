@@ -1,0 +1,166 @@
+"""`clusterbench run -w NODESET`: the main job for a cluster (suite/cluster.py), printed.
+
+Kept apart from run_cmd.py, which is the one-machine job: this module is imported only when
+nodes are given or the command runs inside a multi-node allocation.
+"""
+
+from __future__ import annotations
+
+import json
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from clusterbench.cli.app import console, err_console, open_store
+
+
+def run_on_cluster(inv, budget_s: float, *, interconnect: str, mpi: str | None, hpl: bool, xhpl: str | None,
+                   rule, force: bool, dry_run: bool, as_json: bool) -> None:
+    from clusterbench.analysis.cluster import stored_view
+    from clusterbench.bench.hpl.benchmark import find_xhpl
+    from clusterbench.cli.cluster_cmd import print_preflight, run_preflight
+    from clusterbench.launch.process import signals_as_interrupt
+    from clusterbench.suite.cluster import check_inventory, plan_cluster, run_cluster
+    from clusterbench.system.discover import discover
+
+    check_inventory(inv)
+    local = discover()
+    with open_store() as store:
+        binary = find_xhpl(xhpl, mpi) if hpl else None
+        if hpl and not binary and not dry_run:
+            binary = _build_xhpl(mpi, as_json)
+        preflight = run_preflight(inv, [binary] if binary else [], quiet=as_json, mpis=(mpi,),
+                                  shared_dir=store.runs_dir)
+        if not as_json:
+            print_preflight(preflight, inv)
+        if not preflight.ok and not force:
+            if as_json:
+                print(json.dumps({"preflight": preflight.to_dict()}, indent=2, default=str))
+            err_console.print("[red]the preflight found problems[/]: fix them, or run anyway with --force")
+            raise typer.Exit(1)
+        plan = plan_cluster(inv, preflight, local, budget_s, interconnect=interconnect, mpi=mpi,
+                            hpl_binary=binary, hpl=hpl)
+        if not as_json:
+            _print_plan(plan)
+        if dry_run:
+            if as_json:
+                print(json.dumps(plan.to_dict(), indent=2, default=str))
+            return
+        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                      TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                      console=console, transient=True, disable=as_json) as progress:
+            task = progress.add_task("starting", total=plan.estimate_s)
+
+            def tick(label: str, done: float, planned: float) -> None:
+                progress.update(task, description=label, completed=done, total=max(planned, done * 1.05))
+
+            try:
+                with signals_as_interrupt():
+                    result = run_cluster(store, plan, tick)
+            except KeyboardInterrupt:
+                progress.stop()
+                err_console.print("[yellow]interrupted[/]: the runs in flight are stored as interrupted "
+                                  "(see `clusterbench results`).")
+                raise typer.Exit(130) from None
+        view = stored_view(store, result.cluster_run, rule)
+    summary = view.to_dict() | {"plan": plan.to_dict(), "database": str(store.path),
+                                       "runs": [{"id": r.id, "status": r.status, "valid": r.valid,
+                                                 "reason": r.reason} for r in result.results]}
+    if as_json:
+        print(json.dumps(summary, indent=2, default=str))
+    else:
+        print_cluster(view, summary)
+    if not any(r.valid for r in result.results):
+        raise typer.Exit(1)
+
+
+def _build_xhpl(mpi: str | None, as_json: bool) -> str | None:
+    """xhpl built once (the build cache keeps it); without it the cluster run goes on without HPL."""
+    from clusterbench.bench.hpl.build import build_hpl
+    from clusterbench.errors import UserInputError
+
+    try:
+        if as_json:
+            return str(build_hpl(mpi=mpi).binary)
+        with console.status("building xhpl (`clusterbench build hpl`, once)", spinner="dots"):
+            return str(build_hpl(mpi=mpi).binary)
+    except UserInputError as exc:
+        err_console.print(f"[yellow]xhpl could not be built[/] ({escape(exc.message)}): no HPL in this run")
+        return None
+
+
+def _print_plan(plan) -> None:
+    console.print(f"[bold]Plan[/]: {len(plan.inventory.hosts)} nodes ({escape(plan.inventory.nodeset())}), "
+                  f"{len(plan.phases)} phases, estimated {plan.estimate_s:.0f} s of the {plan.budget_s:.0f} s budget")
+    pairs = [p for p in plan.phases if p.kind == "pair"]
+    for phase in plan.phases:
+        if phase.kind == "pair" and phase is not pairs[0]:
+            continue
+        run = phase.runs[0][0]
+        shown = {k: run.params[k] for k in ("n", "nb", "p", "q", "ranks", "threads", "ntimes", "max_log2")
+                 if k in run.params}
+        if phase.kind == "pair":
+            runs = sum(len(p.runs) for p in pairs)
+            console.print(f"  ping-pong 0 B and 1 MiB: {runs} runs in {len(pairs)} rounds of disjoint pairs "
+                          f"(every pair in each of the passes), about {sum(p.estimate_s for p in pairs):.0f} s")
+            continue
+        console.print(f"  {escape(phase.label)}: {len(phase.runs)} run(s) at once, {escape(str(shown))}, "
+                      f"about {phase.estimate_s:.0f} s" + (" (N sized again from measured rates)"
+                                                           if phase.resize else ""))
+    for why in plan.skipped:
+        console.print(f"[yellow]skipped[/] {escape(why)}")
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}g}"
+
+
+def print_cluster(view, summary: dict) -> None:
+    from clusterbench.analysis.cluster import NODE_MEASURES, PAIR_MEASURES
+
+    t = Table(title=f"clusterbench: cluster run {view.run}", show_header=False, title_justify="left")
+    t.add_column(style="bold")
+    t.add_column()
+    t.add_row("Nodes", escape(", ".join(view.nodes)))
+    t.add_row("Rpeak", "n/a" if view.rpeak_gflops is None else f"{view.rpeak_gflops:.1f} Gflop/s "
+              f"({len(view.nodes)} x the node's nominal Rpeak)")
+    hpl = view.hpl
+    t.add_row("Rmax (HPL, all nodes)", "[red]no valid HPL result[/]" if not hpl else
+              f"{hpl['gflops']:.2f} Gflop/s  N={hpl['n']} NB={hpl['nb']} P x Q={hpl['p']}x{hpl['q']}, "
+              f"{hpl['ranks']} ranks on {hpl['nodes']} nodes")
+    if view.efficiency is not None:
+        t.add_row("Efficiency", f"{100 * view.efficiency:.1f}% of Rpeak")
+    for label, found in (("Slowest node", view.slowest_node()), ("Slowest link", view.slowest_link())):
+        if found:
+            flagged = any(f.subject == found[0] for f in (*view.node_flags, *view.link_flags))
+            t.add_row(label, f"{'[red]' if flagged else ''}{escape(found[0])}{'[/] (flagged)' if flagged else ''}: "
+                             f"{escape(found[1])}")
+    t.add_row("Rule", escape(view.rule.describe()))
+    for run in summary["runs"]:
+        if not run["valid"]:
+            t.add_row("Run", f"{run['id']} [red]{escape(run['status'])}[/]: {escape(run['reason'] or '')}")
+    t.add_row("Stored in", escape(summary["database"]) + f"  (report: clusterbench report tag:cluster_run={view.run})")
+    console.print(t)
+
+    nodes = Table(title="nodes", title_justify="left")
+    nodes.add_column("node")
+    for m in NODE_MEASURES:
+        nodes.add_column(f"{m.label} ({m.unit})", justify="right")
+    nodes.add_column("flags")
+    for row in view.rows:
+        flags = "; ".join(f.why for f in row.flags)
+        nodes.add_row(f"[red]{escape(row.node)}[/]" if row.flags else escape(row.node),
+                      *(_fmt(row.values[m.key]) for m in NODE_MEASURES), f"[red]{escape(flags)}[/]" if flags else "")
+    console.print(nodes)
+    pairs = Table(title="links (rounds of disjoint pairs)", title_justify="left")
+    pairs.add_column("pair")
+    for m in PAIR_MEASURES:
+        pairs.add_column(f"{m.label} ({m.unit})", justify="right")
+    pairs.add_column("flags")
+    for cell in view.pairs:
+        flags = "; ".join(f.why for f in cell.flags)
+        pairs.add_row(escape(f"{cell.a}-{cell.b}"), *(_fmt(cell.values[m.key]) for m in PAIR_MEASURES),
+                      f"[red]{escape(flags)}[/]" if flags else "")
+    console.print(pairs)

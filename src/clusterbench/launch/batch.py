@@ -1,0 +1,246 @@
+"""What every batch scheduler shares: the job request, the job script's body, array dispatch,
+the final state, and bounded reading of the scheduler's answers.
+
+A batch job runs one run, or an array of runs (the repeats of one campaign point): element i
+of the array runs task i, each in its own run directory with its own outputs. The schedulers
+(launch/slurm.py, lsf.py, pbs.py) each provide the same small set of functions, which the job
+engine (execution/batch_jobs.py) calls by name:
+
+    NAME, LABEL, SCRIPT                     'slurm', 'Slurm', 'job.sbatch'
+    require()                               MissingToolError when the commands are absent
+    render_script(request, opts) -> str     the job script, header lines and body
+    submit(request, opts, env) -> Submitted the job id and the id of each task (array element)
+    active_states(ids) -> dict | None       task id -> state for those still queued or running
+                                            (None: the scheduler could not be asked this time)
+    final_state(task_id) -> JobState        a task that left the queue: state, exit code, time, nodes
+    cancel(ids)                             kill queued or running tasks (or whole jobs)
+    parent(task_id) -> str                  the job a task belongs to (for cancelling a whole array)
+
+Everything written into a script is quoted with shlex.quote; header values (paths, names, user
+arguments) may not hold a line break, which would start a line of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from clusterbench.errors import EnvironmentProblem, UserInputError
+
+MAX_ANSWER_BYTES = 8 * 2**20  # of one answer of squeue, bjobs, qstat, sacct
+MAX_FIELD_CHARS = 4096  # of one stored text field of an answer
+MAX_ARRAY = 10_000  # elements of one array expanded from a range such as 123_[0-4]
+MAX_HOSTS = 100_000  # hosts of one allocation
+
+
+@dataclass
+class Task:
+    """One run inside a batch job: its directory, command, variables and the lines around it."""
+
+    workdir: Path
+    command: list[str]
+    env: dict[str, str]
+    before: list[str] = field(default_factory=list)  # shell lines, quoted by their maker
+    after: list[str] = field(default_factory=list)  # run whatever the command's exit; the task exits with it
+
+
+@dataclass
+class JobRequest:
+    """A batch job: one run (workdir, command, env, before, after), or with `array` an array job
+    whose element i runs array[i]. Every element has the same shape (nodes, tasks, time)."""
+
+    name: str
+    workdir: Path
+    command: list[str]
+    env: dict[str, str]  # exported in the script (the benchmark's own variables)
+    nodes: int
+    tasks_per_node: int
+    cpus_per_task: int
+    timeout_s: float | None = None
+    before: list[str] = field(default_factory=list)  # shell lines (quoted by their maker) before the command
+    after: list[str] = field(default_factory=list)  # after it, whatever its exit (the job exits with the command's)
+    array: list[Task] = field(default_factory=list)  # two or more: an array job, one element per task
+    begin_s: float | None = None  # start no earlier than this many seconds after submission (--spread)
+
+    @property
+    def tasks(self) -> list[Task]:
+        return self.array or [Task(self.workdir, self.command, self.env, self.before, self.after)]
+
+
+@dataclass
+class JobState:
+    job_id: str
+    state: str  # normalised: COMPLETED, FAILED, TIMEOUT, CANCELLED, ... (Slurm's words), or what the scheduler said
+    exit_code: int | None = None
+    signal: int | None = None
+    elapsed_s: float | None = None
+    nodes: str | None = None
+    reason: str | None = None
+    raw_state: str | None = None  # the scheduler's own word (LSF DONE/EXIT, PBS F with Exit_status)
+    source: str | None = None  # which command answered: scontrol, sacct, bjobs, qstat
+    accounting: dict | None = None  # sacct's figures of a Slurm job
+
+    @property
+    def active(self) -> bool:
+        return self.state in ACTIVE_COMMON
+
+
+ACTIVE_COMMON = {"PENDING", "RUNNING", "SUSPENDED", "CONFIGURING", "COMPLETING", "REQUEUED"}
+
+
+@dataclass
+class Submitted:
+    job_id: str  # the scheduler's id of the job (an array's parent id)
+    request: JobRequest
+    task_ids: list[str] = field(default_factory=list)  # one per task, in order
+    running_since: float | None = None  # monotonic time it was first seen RUNNING
+
+
+def header_value(text: str, what: str) -> str:
+    """A value for a scheduler directive line: refused if it could break out of its line."""
+    if "\n" in text or "\r" in text or "\0" in text:
+        raise UserInputError(f"{what} {text[:60]!r} holds a line break or NUL byte",
+                             hint="job names, paths and scheduler arguments must fit on one line")
+    return text
+
+
+def exports(env: dict[str, str]) -> list[str]:
+    out = []
+    for key, value in sorted(env.items()):
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise UserInputError(f"environment name {key[:60]!r} is not a variable name")
+        out.append(f"export {key}={shlex.quote(str(value))}")
+    return out
+
+
+def task_lines(task: Task, redirect: bool) -> list[str]:
+    """The shell lines of one task: into its directory (its outputs there when `redirect`), its
+    variables, the lines before, the command, the lines after; it exits with the command's status."""
+    d = str(task.workdir)
+    lines = [f"cd {shlex.quote(d)} || exit 1"]
+    if redirect:
+        lines.append(f"exec >{shlex.quote(d + '/stdout.txt')} 2>{shlex.quote(d + '/stderr.txt')}")
+    lines += exports(task.env)
+    lines += task.before
+    lines.append(shlex.join(task.command))
+    lines += ["cb_status=$?", *task.after, "exit $cb_status"]
+    return lines
+
+
+def dispatch(tasks: list[Task], index_var: str, first: int, redirect: bool = True) -> list[str]:
+    """`case $INDEX in 0) ...;; 1) ...;; esac`: each array element runs its own task."""
+    lines = [f'case "${{{index_var}}}" in']
+    for i, task in enumerate(tasks):
+        lines.append(f"{first + i})")
+        lines += ["  " + line for line in task_lines(task, redirect)]
+        lines.append("  ;;")
+    lines += [f'*) echo "clusterbench: no task for index ${{{index_var}}}" >&2; exit 1 ;;', "esac"]
+    return lines
+
+
+def hostfile_lines(nodefile_var: str, path: str, implementation: str) -> list[str]:
+    """Shell lines writing the MPI hostfile of a run from the scheduler's node file (one line per
+    slot, as LSB_DJOB_HOSTFILE and PBS_NODEFILE are): each host once, in order, with its slots."""
+    fmt = "%s slots=%d\\n" if implementation == "Open MPI" else "%s:%d\\n"
+    prog = f'!($1 in c) {{ o[n++] = $1 }} {{ c[$1]++ }} END {{ for (i = 0; i < n; i++) printf "{fmt}", o[i], c[o[i]] }}'
+    return [f'awk {shlex.quote(prog)} "${{{nodefile_var}}}" > {shlex.quote(path)} || exit 1']
+
+
+def run_tool(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 60,
+             stdin: str | None = None) -> tuple[int, str, str]:
+    """Run a scheduler command; its answer is read up to MAX_ANSWER_BYTES (a larger one is refused)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        try:
+            proc = subprocess.run(cmd, stdout=out, stderr=err, env=env, timeout=timeout, check=False,
+                                  input=stdin.encode() if stdin is not None else None)
+        except FileNotFoundError:
+            raise EnvironmentProblem(f"{cmd[0]} not found") from None
+        except subprocess.TimeoutExpired:
+            raise EnvironmentProblem(f"{cmd[0]} did not answer within {timeout:.0f} s") from None
+        texts = []
+        for f in (out, err):
+            size = f.seek(0, 2)
+            if size > MAX_ANSWER_BYTES:
+                raise EnvironmentProblem(f"{cmd[0]} answered {size} bytes, more than {MAX_ANSWER_BYTES}: "
+                                         "refusing to read it")
+            f.seek(0)
+            texts.append(f.read().decode("utf-8", "replace"))
+        return proc.returncode, texts[0], texts[1]
+
+
+def load_json(text: str, what: str) -> dict:
+    """The JSON object a scheduler command printed, or a clear EnvironmentProblem."""
+    if len(text) > MAX_ANSWER_BYTES:
+        raise EnvironmentProblem(f"{what} answered {len(text)} characters, more than {MAX_ANSWER_BYTES}")
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        shown = text.strip()[:80]
+        raise EnvironmentProblem(f"{what} did not answer JSON ({str(exc)[:100]}): {shown!r}") from None
+    if not isinstance(data, dict):
+        raise EnvironmentProblem(f"{what} answered JSON that is not an object: {type(data).__name__}")
+    return data
+
+
+def text_field(value: object) -> str | None:
+    """A scalar field of an answer as bounded text; None for absent, empty, '-' and non-scalars."""
+    if value is None or isinstance(value, dict | list):
+        return None
+    text = str(value).strip()
+    if not text or text in ("-", "None", "Unknown", "UNKNOWN", "N/A"):
+        return None
+    return text[:MAX_FIELD_CHARS]
+
+
+def to_int(value: object) -> int | None:
+    text = text_field(value)
+    if text is None or not re.fullmatch(r"-?\d{1,18}", text):
+        return None
+    return int(text)
+
+
+def clock_seconds(text: str | None) -> float | None:
+    """[D-]HH:MM:SS, HH:MM:SS, MM:SS (optionally .fraction) -> seconds; else None."""
+    if not text:
+        return None
+    m = re.fullmatch(r"(?:(\d{1,6})-)?(?:(\d{1,8}):)?(\d{1,8}):(\d{1,2})(?:\.(\d{1,9}))?", text.strip())
+    if not m:
+        return None
+    days, hours, minutes, seconds = (int(g) if g else 0 for g in m.groups()[:4])
+    frac = float("0." + m.group(5)) if m.group(5) else 0.0
+    return float(((days * 24 + hours) * 60 + minutes) * 60 + seconds) + frac
+
+
+def fold_hosts(names: list[str]) -> str | None:
+    """host names -> the folded node set (node[1-2]); None for none."""
+    names = list(dict.fromkeys(n for n in names if n))[:MAX_HOSTS]
+    if not names:
+        return None
+    from ClusterShell.NodeSet import NodeSet, NodeSetParseError
+
+    try:
+        return str(NodeSet.fromlist(names))[:MAX_FIELD_CHARS]
+    except NodeSetParseError:
+        return ",".join(names)[:MAX_FIELD_CHARS]
+
+
+def expand_indices(text: str) -> list[int]:
+    """'0-4,7,9-11:2%3' (an array's indices, a throttle after %, a step after :) -> the indices, bounded."""
+    text = text.split("%", 1)[0]
+    out: list[int] = []
+    for part in filter(None, text.split(",")):
+        m = re.fullmatch(r"(\d{1,9})(?:-(\d{1,9})(?::(\d{1,9}))?)?", part.strip())
+        if not m:
+            raise ValueError(f"not an array index range: {part[:40]!r}")
+        lo = int(m.group(1))
+        hi = int(m.group(2)) if m.group(2) else lo
+        step = int(m.group(3)) if m.group(3) else 1
+        if hi < lo or step < 1 or (hi - lo) // step + 1 + len(out) > MAX_ARRAY:
+            raise ValueError(f"array range {part[:40]!r} is empty or larger than {MAX_ARRAY}")
+        out += range(lo, hi + 1, step)
+    return out

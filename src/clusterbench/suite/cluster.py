@@ -1,0 +1,309 @@
+"""`clusterbench run -w NODESET`: what can this cluster do, and which node or link holds it back?
+
+"It is not a priori clear that the machine works at its full capacity": the first aim of the HPC
+Challenge studies of small clusters was operability, finding the node or cable that silently
+slows the whole machine. One command does what those studies did by hand:
+
+1. the preflight (every node answers, runs the same software, sees the results directory);
+2. a per-node suite on every node at once, one benchmark at a time so that every node runs the
+   same thing at the same moment: STREAM Triad, DGEMM on all cores, a small one-node HPL, the
+   FMA clock of one core;
+3. a ping-pong at 0 B and 1 MiB between every pair of nodes, in rounds of disjoint pairs
+   (suite/pairs.py) so that no node is in two pairs at once;
+4. HPL across all nodes, sized from the smallest node's memory and the budget.
+
+Every run is stored like any other, tagged with the cluster run's id and its phase
+(suite/cluster_tags.py), so the verdicts (median and MAD across nodes and pairs) are worked out
+from the stored figures by the same code for the summary here and for the report later.
+"""
+
+from __future__ import annotations
+
+import copy
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from clusterbench.bench.hpl.planner import grids, hpl_flops, n_for_memory
+from clusterbench.bench.registry import benchmark_class
+from clusterbench.campaign.expand import expand
+from clusterbench.campaign.spec import BenchmarkBlock, Campaign, CampaignError
+from clusterbench.campaign.where import system_from_facts
+from clusterbench.cluster.preflight import Preflight
+from clusterbench.errors import UserInputError
+from clusterbench.execution.executor import RunRequest, RunResult
+from clusterbench.execution.request import PlannedRun
+from clusterbench.execution.together import run_together
+from clusterbench.launch.hosts import Inventory
+from clusterbench.launch.site import Site
+from clusterbench.store.db import Store
+from clusterbench.suite.cluster_tags import TAG_NODE, TAG_PAIR, TAG_PHASE, TAG_RUN
+from clusterbench.suite.pairs import rounds
+from clusterbench.system.discover import SystemInfo
+
+MAX_CLUSTER_NODES = 256  # the pairs phase alone is N(N-1)/2 runs
+NODE_SHARE, HPL_SHARE = 0.35, 0.45  # of the budget; pairs, preflight and start-up share the rest
+NODE_BENCHMARKS = ("clock", "stream", "dgemm", "hpl")  # DGEMM before HPL: its measured rate sizes HPL
+PAIR_PASSES = 3  # every pair measured this often (passes apart in time); the best counts
+GUESS_EFFICIENCY = 0.3  # of Rpeak, to size HPL when nothing measured says better
+HPL_OF_DGEMM = 0.6  # a small HPL's rate against the same node's DGEMM (panel work, start-up)
+HPL_ACROSS_NODES = 0.6  # all-node HPL per node against one-node HPL (communication)
+FALLBACK_RPEAK_GFLOPS = 10.0  # a node whose Rpeak is unknown
+MIN_HPL_N = 1000
+HPL_NB = 128
+DGEMM_N, DGEMM_REPS = 1000, 3  # 8 Gflop per core: a fraction of a second on a server, seconds on a Pi
+STREAM_NTIMES, MIN_STREAM_N = 4, 1_000_000
+CLOCK_MS = 1000  # long enough for the mean rate to average over a scheduler's time slices
+PAIR_SIZE_LOG2 = 20  # 1 MiB, with 0 B always measured
+TIMEOUT_FACTOR, MIN_TIMEOUT_S = 10.0, 60.0  # generous: a cluster's nodes may be much slower than guessed
+
+
+@dataclass
+class Phase:
+    """Runs that go at once, each on its own nodes (one benchmark on every node, or one round of pairs).
+
+    An HPL phase is sized again just before it runs (`resize`), from the rates the phases before it
+    measured: a guess from Rpeak can be off by 10x (a generic BLAS, nodes sharing cores)."""
+
+    label: str
+    kind: str  # node, pair or hpl: the cluster_phase tag
+    runs: list[tuple[PlannedRun, Site, dict]]  # the run, where it goes, its extra tags
+    seconds: float = 0.0  # what an HPL phase is sized to take
+    resize: Callable[[float], None] | None = None  # with the measured Gflop/s the HPL is expected to reach
+
+    @property
+    def estimate_s(self) -> float:
+        return max((r.estimate_s or 0.0 for r, _, _ in self.runs), default=0.0)
+
+
+@dataclass
+class ClusterPlan:
+    inventory: Inventory
+    node_system: SystemInfo  # one compute node: the first node's topology, the smallest memory
+    phases: list[Phase]
+    budget_s: float
+    skipped: list[str] = field(default_factory=list)
+    interconnect: str = "auto"
+    hpl_binary: str | None = None
+
+    @property
+    def estimate_s(self) -> float:
+        return sum(p.estimate_s for p in self.phases)
+
+    def to_dict(self) -> dict:
+        return {"nodes": self.inventory.names, "budget_s": self.budget_s, "estimate_s": round(self.estimate_s, 1),
+                "interconnect": self.interconnect, "hpl_binary": self.hpl_binary, "skipped": self.skipped,
+                "phases": [{"label": p.label, "kind": p.kind, "estimate_s": round(p.estimate_s, 1),
+                            "runs": [{"benchmark": r.benchmark, "params": r.params, "tags": tags}
+                                     for r, _, tags in p.runs]} for p in self.phases]}
+
+
+@dataclass
+class ClusterResult:
+    cluster_run: str
+    plan: ClusterPlan
+    results: list[RunResult]
+
+
+def check_inventory(inv: Inventory) -> None:
+    if len(inv.hosts) < 2:
+        raise UserInputError(f"{inv.source} names {len(inv.hosts)} node: a cluster run needs at least 2",
+                             hint="for one machine run `clusterbench run` without -w")
+    if len(inv.hosts) > MAX_CLUSTER_NODES:
+        raise UserInputError(f"{inv.source} names {len(inv.hosts)} nodes, more than {MAX_CLUSTER_NODES}",
+                             hint="run the cluster in parts (-w node[1-128], then node[129-256])")
+
+
+def plan_cluster(inv: Inventory, preflight: Preflight, local: SystemInfo, budget_s: float, *,
+                 interconnect: str = "auto", mpi: str | None = None, hpl_binary: str | None = None,
+                 hpl: bool = True) -> ClusterPlan:
+    """Size every phase from the budget and the smallest node; nothing runs yet. HPL's N here is a
+    first guess from Rpeak: the run sizes it again from what DGEMM measured."""
+    check_inventory(inv)
+    node = system_from_facts(preflight.facts, local)
+    node.nodes = 1
+    plan = ClusterPlan(inv, node, [], budget_s, interconnect=interconnect, hpl_binary=hpl_binary)
+    guess = (node.rpeak_node_gflops or FALLBACK_RPEAK_GFLOPS) * GUESS_EFFICIENCY
+    per_bench_s = budget_s * NODE_SHARE / len(NODE_BENCHMARKS)
+    base = {"mpi": mpi} if mpi else {}
+    for name in NODE_BENCHMARKS:
+        if name == "hpl" and not (hpl and hpl_binary):
+            plan.skipped.append("hpl (one node): " + ("--no-hpl" if not hpl else "no xhpl (clusterbench build hpl)"))
+            continue
+        phase = Phase(f"{name} on every node", "node", [], seconds=per_bench_s)
+        if name == "hpl":
+            phase.resize = _resizer(phase, plan, base, 1, hpl_binary)
+            phase.resize(guess)
+        else:
+            _fill_node_phase(phase, plan, base | _node_params(name, node, per_bench_s))
+        if phase.runs:
+            plan.phases.append(phase)
+    _plan_pairs(plan, base)
+    if hpl and hpl_binary:
+        nodes = len(inv.hosts)
+        phase = Phase(f"HPL on all {nodes} nodes", "hpl", [], seconds=budget_s * HPL_SHARE)
+        phase.resize = _resizer(phase, plan, base, nodes, hpl_binary)
+        phase.resize(guess * nodes * HPL_ACROSS_NODES)
+        if phase.runs:
+            plan.phases.append(phase)
+    elif hpl:
+        plan.skipped.append("hpl (all nodes): no xhpl found or built")
+    return plan
+
+
+def _fill_node_phase(phase: Phase, plan: ClusterPlan, params: dict) -> None:
+    """One run of a benchmark per node."""
+    name = phase.label.split()[0]
+    phase.runs.clear()
+    for host in plan.inventory.hosts:
+        run = _one(BenchmarkBlock(benchmark=name, params=params), plan.node_system, plan.skipped)
+        if run is None:
+            return
+        phase.runs.append((run, _site([host.name], plan.inventory, plan.interconnect), {TAG_NODE: host.name}))
+
+
+def _plan_pairs(plan: ClusterPlan, base: dict) -> None:
+    """Every pair PAIR_PASSES times, each pass in rounds of disjoint pairs."""
+    params = base | {"min_log2": PAIR_SIZE_LOG2, "max_log2": PAIR_SIZE_LOG2, "nodes": 2, "ranks": 2,
+                     "threads": 1, "bind_to": "none", "interconnect": plan.interconnect}
+    all_rounds = rounds(plan.inventory.names)
+    for npass in range(PAIR_PASSES):
+        for i, pairs in enumerate(all_rounds):
+            phase = Phase(f"ping-pong pass {npass + 1}, round {i + 1} of {len(all_rounds)}", "pair", [])
+            for a, b in pairs:
+                run = _one(BenchmarkBlock(benchmark="pingpong", params=params), plan.node_system, plan.skipped)
+                if run is None:
+                    return
+                phase.runs.append((run, _site([a, b], plan.inventory, plan.interconnect), {TAG_PAIR: f"{a},{b}"}))
+            plan.phases.append(phase)
+
+
+def _node_params(name: str, node: SystemInfo, seconds: float) -> dict:
+    """One node's benchmark (not HPL) sized for about `seconds`."""
+    cores = max(node.topology.cores_total, 1)
+    if name == "stream":  # STREAM's own rule (4 x the last-level cache), unless that takes too long
+        from clusterbench.bench.native import GUESS_MEMORY_BYTES_S
+        from clusterbench.bench.stream.kernel import elements_for
+
+        fits = int(seconds * GUESS_MEMORY_BYTES_S / (8 * (5 + 10 * STREAM_NTIMES)))
+        return {"threads": cores, "ntimes": STREAM_NTIMES, "n": max(min(elements_for(node), fits), MIN_STREAM_N)}
+    if name == "dgemm":  # every core its own product (HPCC's StarDGEMM): the node's aggregate rate
+        return {"ranks": cores, "n": DGEMM_N, "reps": DGEMM_REPS, "bind_to": "core"}
+    return {"ms": CLOCK_MS}
+
+
+def _resizer(phase: Phase, plan: ClusterPlan, base: dict, nodes: int, binary: str) -> Callable[[float], None]:
+    """The function that (re)makes an HPL phase's run(s) for an expected rate in Gflop/s."""
+    cores = max(plan.node_system.topology.cores_total, 1)
+    system = _with_nodes(plan.node_system, nodes)
+
+    def resize(gflops: float) -> None:
+        n = _hpl_n(phase.seconds, max(gflops, 0.01) * 1e9, plan.node_system.memory_bytes(), nodes)
+        p, q = grids(cores * nodes)[0]
+        params = base | {"n": n, "nb": HPL_NB, "p": p, "q": q, "layout": "mpi", "binary": binary}
+        if nodes == 1:
+            _fill_node_phase(phase, plan, params)
+            return
+        params |= {"nodes": nodes, "ranks": cores * nodes, "interconnect": plan.interconnect}
+        run = _one(BenchmarkBlock(benchmark="hpl", params=params), system, plan.skipped)
+        phase.runs[:] = [(run, _site(plan.inventory.names, plan.inventory, plan.interconnect), {})] if run else []
+
+    return resize
+
+
+def _hpl_n(seconds: float, rate: float, memory: int | None, nodes: int) -> int:
+    """The largest multiple of NB whose solve takes about `seconds`, within 40% of the nodes' memory."""
+    n = int((1.5 * seconds * rate) ** (1 / 3)) // HPL_NB * HPL_NB
+    while n > MIN_HPL_N and hpl_flops(n) / rate > seconds:
+        n -= HPL_NB
+    if memory:
+        n = min(n, n_for_memory(memory * nodes, 0.4, HPL_NB))
+    return max(n, MIN_HPL_N)
+
+
+def _with_nodes(node: SystemInfo, nodes: int) -> SystemInfo:
+    system = copy.copy(node)
+    system.nodes = nodes
+    return system
+
+
+def _one(block: BenchmarkBlock, system: SystemInfo, skipped: list[str]) -> PlannedRun | None:
+    """The one run of a one-point block, or None with the reason in `skipped` (once per benchmark)."""
+    ok, why = benchmark_class(block.benchmark).available()
+    try:
+        if not ok:
+            raise UserInputError(why)
+        run = expand(Campaign(name="cluster", benchmarks=[block]), None, system)[0]
+    except (CampaignError, UserInputError) as exc:
+        reason = f"{block.benchmark}: {exc.message}"
+        if reason not in skipped:
+            skipped.append(reason)
+        return None
+    run.timeout_s = max(MIN_TIMEOUT_S, (run.estimate_s or 10.0) * TIMEOUT_FACTOR)
+    return run
+
+
+def _site(names: list[str], inv: Inventory, interconnect: str) -> Site:
+    hosts = [h for h in inv.hosts if h.name in names]
+    return Site(launcher="mpirun", inventory=Inventory(hosts, inv.source), interconnect=interconnect)
+
+
+def expected_hpl_gflops(results: list[RunResult], nodes: int) -> float | None:
+    """What HPL should reach, from what ran so far: the slowest node's one-node HPL (times the nodes
+    and the loss to communication) when it ran, else the slowest node's DGEMM (times the share a
+    small HPL reaches of it). The slowest node sets HPL's pace: every rank waits for the others."""
+    def slowest(name: str) -> float | None:
+        per_run = [max((m.value for m in r.outcome.metrics if m.name == name and m.valid), default=None)
+                   for r in results]
+        values = [v for v in per_run if v is not None]
+        return min(values) if values else None
+
+    one_node = slowest("hpl_gflops")
+    if one_node:
+        return one_node * nodes * (HPL_ACROSS_NODES if nodes > 1 else 1.0)
+    dgemm = slowest("dgemm_gflops")
+    return dgemm * HPL_OF_DGEMM * nodes * (HPL_ACROSS_NODES if nodes > 1 else 1.0) if dgemm else None
+
+
+def new_cluster_run_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+
+
+def run_cluster(store: Store, plan: ClusterPlan,
+                tick: Callable[[str, float, float], None] | None = None) -> ClusterResult:
+    """Every phase in turn, the runs of a phase at once; all stored and tagged (the verdicts are the
+    analysis's, from what is stored: analysis/cluster.py).
+
+    `tick(label, seconds done, seconds planned)` is called about once a second."""
+    cluster_run = new_cluster_run_id()
+    system_id = store.remember_system(plan.node_system)
+    results: list[RunResult] = []
+    done_s, planned = 0.0, plan.estimate_s
+    for phase in plan.phases:
+        if phase.resize is not None:
+            nodes = 1 if phase.kind == "node" else len(plan.inventory.hosts)
+            rate = expected_hpl_gflops(results, nodes)
+            if rate:
+                phase.resize(rate)
+            if not phase.runs:
+                continue
+        requests = []
+        for run, site, extra in phase.runs:
+            bench = run.bench_class().from_point(run.params)
+            if phase.kind == "node" and hasattr(bench, "on_remote_node"):
+                bench.on_remote_node = True  # one process too goes to its node (a one-host mpirun)
+            tags = {"suite": "cluster", TAG_RUN: cluster_run, TAG_PHASE: phase.kind} | extra
+            requests.append(RunRequest.planned(run, bench, site, system_id, one_off=True, tags=tags))
+        started = time.monotonic()
+
+        def on_tick(_index: int, _elapsed: float, _detail: str | None, phase=phase, started=started,
+                    before=done_s, total=planned) -> None:
+            if tick:
+                tick(phase.label, before + time.monotonic() - started, total)
+
+        results += [r for r in run_together(store, requests, on_tick) if r is not None]
+        done_s += time.monotonic() - started
+        planned = max(planned, done_s)
+    return ClusterResult(cluster_run, plan, results)

@@ -1,0 +1,151 @@
+"""`clusterbench run -w NODESET`: the whole-cluster job (suite/cluster.py, analysis/cluster.py).
+
+The rounds of disjoint pairs and the refusals are checked here without a cluster. The rest runs
+the real command on the virtual cluster (scripts/virtual-cluster: namespaces with sshd, real
+mpirun over ssh): an unmodified cluster must give no flag, and a node slowed on purpose (a CPU hog
+inside its namespace and cgroup, `virtual-cluster hog`) or a node whose cable is capped
+(`virtual-cluster link NODE rate`) must be the one flagged. The nodes share this machine's cores,
+so the figures say nothing about a real cluster; which node stands out is what is checked.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+from tests.conftest import cli, query, vc
+
+from clusterbench.suite.pairs import rounds
+
+
+@pytest.mark.parametrize("count", [2, 3, 4, 5, 8, 9])
+def test_rounds_cover_every_pair_once_with_no_node_twice_in_a_round(count):
+    nodes = [f"n{i}" for i in range(count)]
+    found = rounds(nodes)
+    pairs = [p for r in found for p in r]
+    assert sorted(pairs) == sorted(itertools.combinations(nodes, 2))
+    for r in found:
+        members = [n for p in r for n in p]
+        assert len(members) == len(set(members))
+    assert len(found) == (count - 1 if count % 2 == 0 else count)
+
+
+def test_rounds_refuse_a_node_listed_twice():
+    with pytest.raises(ValueError):
+        rounds(["a", "b", "a"])
+
+
+@pytest.mark.parametrize("args, words", [
+    (["-w", "node1"], "at least 2"),
+    (["-w", "node[1-3]", "--n", "1000"], "--n applies to one machine"),
+    (["-w", "node[1-"], "not a node set"),
+    (["-w", "node[1-3]", "--interconnect", "carrier-pigeon"], "--interconnect"),
+    (["-w", "/no/such/hostfile"], "hostfile not found"),
+])
+def test_bad_cluster_input_is_refused_with_exit_2(args, words):
+    out = cli("run", *args, "--dry-run")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert words in out.stderr and "Traceback" not in out.stderr
+
+
+def cluster_run(budget: str = "30s") -> dict:
+    out = cli("run", "-w", "node[1-3]", "--budget", budget, "--interconnect", "tcp", "--json", timeout=900)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return json.loads(out.stdout)
+
+
+def flags(summary: dict) -> dict[str, list[str]]:
+    """subject -> the measures it is flagged on, for nodes and links."""
+    found: dict[str, list[str]] = {}
+    for item in summary["rows"] + summary["pairs"]:
+        for f in item["flags"]:
+            found.setdefault(f["subject"], []).append(f["measure"])
+    return found
+
+
+def figures(summary: dict) -> str:
+    rows = [f"{r['node']}: " + ", ".join(f"{k} {v:.3g}" for k, v in r["values"].items() if v) for r in summary["rows"]]
+    pairs = [f"{p['a']}-{p['b']}: " + ", ".join(f"{k} {v:.3g}" for k, v in p["values"].items() if v)
+             for p in summary["pairs"]]
+    return "; ".join(rows + pairs)
+
+
+@pytest.mark.cluster
+def test_an_unmodified_cluster_gives_no_flag_and_everything_is_stored(shared_db, xhpl):
+    summary = cluster_run()
+    print("unmodified:", figures(summary))
+    assert flags(summary) == {}, figures(summary)
+    assert summary["nodes"] == ["node1", "node2", "node3"]
+    assert {(p["a"], p["b"]) for p in summary["pairs"]} == {("node1", "node2"), ("node1", "node3"), ("node2", "node3")}
+    assert all(v is not None for r in summary["rows"] for k, v in r["values"].items()), summary["rows"]
+    assert summary["hpl"] and summary["hpl"]["nodes"] == 3 and summary["hpl"]["gflops"] > 0
+    stored = query(shared_db, "SELECT benchmark, nodes, tags FROM runs")
+    phases = {json.loads(r["tags"])["cluster_phase"] for r in stored}
+    assert phases == {"node", "pair", "hpl"}
+    per_node = [r for r in stored if json.loads(r["tags"])["cluster_phase"] == "node"]
+    assert {r["nodes"] for r in per_node} == {"node1", "node2", "node3"}  # each ran on its own node
+    assert {r["benchmark"] for r in per_node} == {"clock", "stream", "dgemm", "hpl"}
+    report = cli("report", f"tag:cluster_run={summary['run']}", "-o", str(shared_db.parent / "r.html"))
+    assert report.returncode == 0, report.stderr
+
+
+@pytest.mark.cluster
+def test_a_node_with_a_cpu_hog_is_flagged_as_the_outlier_node(shared_db, xhpl):
+    vc("hog", "node2", "start", "--threads", "4")
+    try:
+        summary = cluster_run()
+    finally:
+        vc("hog", "node2", "stop")
+    print("hog on node2:", figures(summary))
+    found = flags(summary)
+    assert "node2" in found, figures(summary)
+    assert set(found) <= {"node2", "node1-node2", "node2-node3"}, found
+    assert summary["slowest_node"][0] == "node2"
+
+
+@pytest.mark.cluster
+def test_a_node_whose_cable_is_capped_is_flagged_for_its_links(shared_db, xhpl):
+    vc("link", "node3", "rate", "50mbit")
+    try:
+        summary = cluster_run()
+    finally:
+        vc("link", "node3", "rate", "unlimited")
+    print("node3 capped at 50 Mbit/s:", figures(summary))
+    found = flags(summary)
+    assert "links_bandwidth" in found.get("node3", []), figures(summary)
+    assert set(found) <= {"node3", "node1-node3", "node2-node3"}, found
+    assert summary["slowest_link"][0] in ("node1-node3", "node2-node3")
+
+
+@pytest.mark.cluster
+def test_interrupting_a_cluster_run_stores_the_runs_in_flight_as_interrupted_and_leaves_no_process(shared_db, xhpl):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import interruptible
+
+    proc = subprocess.Popen([sys.executable, "-m", "clusterbench", "run", "-w", "node[1-3]", "--budget", "60s",
+                             "--interconnect", "tcp", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=interruptible, env=dict(os.environ))
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # wait until the per-node STREAM runs (three at once) are running
+        if shared_db.exists() and query(shared_db, "SELECT count(*) FROM runs WHERE status='running' "
+                                                   "AND benchmark='stream'")[0][0] == 3:
+            break
+        time.sleep(0.3)
+    else:
+        proc.kill()
+        pytest.fail("the per-node STREAM runs never ran")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    rows = query(shared_db, "SELECT id, status, reason FROM runs WHERE benchmark='stream'")
+    assert [r["status"] for r in rows] == ["interrupted"] * 3, [tuple(r) for r in rows] + [err[-3000:]]
+    for node in ("node1", "node2", "node3"):  # nothing of the run outlives clusterbench
+        left = subprocess.run(["ssh", node, "pgrep -f clusterbench/native/stream || true"], capture_output=True,
+                              text=True)
+        assert left.stdout.strip() == "", f"{node}: {left.stdout}"
