@@ -187,7 +187,7 @@ def _from_scontrol(job_id: str) -> JobState | None:
 def sacct_accounting(job_id: str, wait: bool = False) -> dict | None:
     """sacct's figures of a finished job or array element, or None when sacct gives no answer (no
     accounting storage, or a job it never saw). With `wait`, a job sacct still shows as active
-    (the database lags the controller) is asked again for up to SACCT_WAIT_S."""
+    or not yet known (the database lags the controller) is asked again for up to SACCT_WAIT_S."""
     if not shutil.which("sacct"):
         return None
     deadline = time.monotonic() + (SACCT_WAIT_S if wait else 0)
@@ -196,8 +196,11 @@ def sacct_accounting(job_id: str, wait: bool = False) -> dict | None:
             code, out, _ = run_tool(["sacct", "-n", "-P", "-j", job_id, "-o", ",".join(SACCT_FIELDS)], timeout=30)
         except UserInputError:
             return None
-        found = parse_sacct(out, job_id) if code == 0 else None
-        if not found or found.get("state") not in ACTIVE or time.monotonic() >= deadline:
+        if code != 0:  # no accounting storage, or sacct refused: nothing to wait for
+            return None
+        found = parse_sacct(out, job_id)
+        # The database lags the controller: a job just ended may be missing there or still active.
+        if (found and found.get("state") not in ACTIVE) or time.monotonic() >= deadline:
             return found
         time.sleep(0.5)
 
