@@ -224,10 +224,21 @@ _ONE_LINE = r"^[^\n\r\x00]*$"
 OneLine = Annotated[str, Field(max_length=4096, pattern=_ONE_LINE)]
 
 
-class LsfSection(BaseModel):
-    """Each run (or the repeats of a point, as an array) as an LSF job."""
+class _QueuedSection(BaseModel):
+    """What every batch scheduler's section shares: how often its queue is asked, how many runs wait in it."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    poll: Duration = Field(2, description="how often the queue is asked (bjobs, qstat)")
+    max_queued: int = Field(100, ge=1, le=100_000, description="runs queued at once (array elements count one each)")
+
+    @property
+    def poll_s(self) -> float:
+        return _duration(self.poll)
+
+
+class LsfSection(_QueuedSection):
+    """Each run (or the repeats of a point, as an array) as an LSF job."""
 
     queue: OneLine | None = Field(None, description="bsub -q")
     project: OneLine | None = Field(None, description="bsub -P")
@@ -236,18 +247,10 @@ class LsfSection(BaseModel):
     exclusive: bool = Field(True, description="bsub -x: whole hosts per job, so runs do not share them")
     bsub_args: list[OneLine] = Field(default_factory=list, max_length=100,
                                      description="more bsub options, one per #BSUB line, e.g. '-R \"select[ib]\"'")
-    poll: Duration = Field(2, description="how often bjobs is asked")
-    max_queued: int = Field(100, ge=1, le=100_000, description="runs queued at once (array elements count one each)")
-
-    @property
-    def poll_s(self) -> float:
-        return _duration(self.poll)
 
 
-class PbsSection(BaseModel):
+class PbsSection(_QueuedSection):
     """Each run (or the repeats of a point, as an array) as a PBS Professional job."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     queue: OneLine | None = Field(None, description="qsub -q")
     account: OneLine | None = Field(None, description="qsub -A")
@@ -255,12 +258,6 @@ class PbsSection(BaseModel):
                                      description="-l walltime=HH:MM:SS (default: from the run's timeout)")
     qsub_args: list[OneLine] = Field(default_factory=list, max_length=100,
                                      description="more qsub options, one per #PBS line, e.g. '-l place=excl'")
-    poll: Duration = Field(2, description="how often qstat is asked")
-    max_queued: int = Field(100, ge=1, le=100_000, description="runs queued at once (array elements count one each)")
-
-    @property
-    def poll_s(self) -> float:
-        return _duration(self.poll)
 
 
 class ClusterSection(BaseModel):

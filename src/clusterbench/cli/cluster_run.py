@@ -144,23 +144,21 @@ def print_cluster(view, summary: dict) -> None:
     t.add_row("Stored in", escape(summary["database"]) + f"  (report: clusterbench report tag:cluster_run={view.run})")
     console.print(t)
 
-    nodes = Table(title="nodes", title_justify="left")
-    nodes.add_column("node")
-    for m in NODE_MEASURES:
-        nodes.add_column(f"{m.label} ({m.unit})", justify="right")
-    nodes.add_column("flags")
-    for row in view.rows:
-        flags = "; ".join(f.why for f in row.flags)
-        nodes.add_row(f"[red]{escape(row.node)}[/]" if row.flags else escape(row.node),
-                      *(_fmt(row.values[m.key]) for m in NODE_MEASURES), f"[red]{escape(flags)}[/]" if flags else "")
-    console.print(nodes)
-    pairs = Table(title="links (rounds of disjoint pairs)", title_justify="left")
-    pairs.add_column("pair")
-    for m in PAIR_MEASURES:
-        pairs.add_column(f"{m.label} ({m.unit})", justify="right")
-    pairs.add_column("flags")
-    for cell in view.pairs:
-        flags = "; ".join(f.why for f in cell.flags)
-        pairs.add_row(escape(f"{cell.a}-{cell.b}"), *(_fmt(cell.values[m.key]) for m in PAIR_MEASURES),
-                      f"[red]{escape(flags)}[/]" if flags else "")
-    console.print(pairs)
+    console.print(_flag_table("nodes", "node", NODE_MEASURES,
+                              [(row.node, row.values, row.flags) for row in view.rows]))
+    console.print(_flag_table("links (rounds of disjoint pairs)", "pair", PAIR_MEASURES,
+                              [(f"{c.a}-{c.b}", c.values, c.flags) for c in view.pairs]))
+
+
+def _flag_table(title: str, first: str, measures, items) -> Table:
+    """One row per node or pair: its figures and why it is flagged, flagged names in red."""
+    table = Table(title=title, title_justify="left")
+    table.add_column(first)
+    for m in measures:
+        table.add_column(f"{m.label} ({m.unit})", justify="right")
+    table.add_column("flags")
+    for name, values, flags in items:
+        why = "; ".join(f.why for f in flags)
+        table.add_row(f"[red]{escape(name)}[/]" if flags else escape(name), *(_fmt(values[m.key]) for m in measures),
+                      f"[red]{escape(why)}[/]" if why else "")
+    return table

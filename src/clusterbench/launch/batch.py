@@ -109,6 +109,39 @@ def header_value(text: str, what: str) -> str:
     return text
 
 
+def quoted_header(text: str, what: str) -> str:
+    """`header_value`, shell-quoted: LSF and PBS read their directive values as shell words."""
+    return shlex.quote(header_value(text, what))
+
+
+def directives(prefix: str, options: list[tuple[str, str | None, str]], extra: list[str], what: str) -> list[str]:
+    """`#BSUB -q VALUE`-like lines for the (flag, value, what) options that have a value, then the
+    user's own extra arguments (each on its own line, refused if it could leave it)."""
+    lines = [f"{prefix} {flag}{quoted_header(value, name)}" for flag, value, name in options if value]
+    return lines + [f"{prefix} {header_value(arg, what)}" for arg in extra]
+
+
+def cancel_jobs(tool: str, ids: list[str]) -> None:
+    """`scancel`/`bkill`/`qdel` of these ids; a scheduler that cannot be asked is no reason to stop
+    (the jobs are named in the run directories, and the next run settles them)."""
+    if ids:
+        try:
+            run_tool([tool, *ids])
+        except UserInputError:
+            pass
+
+
+def write_scripts(req: JobRequest, text: str, name: str) -> Path:
+    """The job script in the request's directory and a copy in every task's (each run keeps the script
+    that ran it); returns the one submitted."""
+    for task in req.tasks:
+        (task.workdir / name).write_text(text)
+    script = req.workdir / name
+    if not script.exists():
+        script.write_text(text)
+    return script
+
+
 def exports(env: dict[str, str]) -> list[str]:
     out = []
     for key, value in sorted(env.items()):

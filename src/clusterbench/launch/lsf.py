@@ -26,14 +26,17 @@ from clusterbench.launch.batch import (
     JobRequest,
     JobState,
     Submitted,
+    cancel_jobs,
+    directives,
     dispatch,
     fold_hosts,
-    header_value,
     load_json,
+    quoted_header,
     run_tool,
     task_lines,
     text_field,
     to_int,
+    write_scripts,
 )
 from clusterbench.launch.site import LsfOptions
 
@@ -62,34 +65,25 @@ def begin_time(seconds: float, now: float | None = None) -> str:
     return time.strftime("%Y:%m:%d:%H:%M", time.localtime(at))
 
 
-def _q(text: str, what: str) -> str:
-    return shlex.quote(header_value(text, what))
-
-
 def render_script(req: JobRequest, opts: LsfOptions) -> str:
     tasks = req.tasks
     array = len(tasks) > 1
     name = f"{req.name}[1-{len(tasks)}]" if array else req.name
     log = str(req.workdir / ("lsf-%J_%I" if array else "lsf-%J"))
     lines = ["#!/bin/bash",
-             f"#BSUB -J {_q(name, 'job name')}",
+             f"#BSUB -J {quoted_header(name, 'job name')}",
              f"#BSUB -n {req.nodes * req.tasks_per_node}",
              f"#BSUB -R {shlex.quote(f'span[ptile={req.tasks_per_node}]')}",
-             f"#BSUB -cwd {_q(str(req.workdir), 'run directory')}",
-             f"#BSUB -o {_q(log + '.out', 'output file')}",
-             f"#BSUB -e {_q(log + '.err', 'error file')}"]
+             f"#BSUB -cwd {quoted_header(str(req.workdir), 'run directory')}",
+             f"#BSUB -o {quoted_header(log + '.out', 'output file')}",
+             f"#BSUB -e {quoted_header(log + '.err', 'error file')}"]
     if opts.exclusive:
         lines.append("#BSUB -x")
     limit = opts.time or (lsf_time(req.timeout_s) if req.timeout_s else None)
-    if limit:
-        lines.append(f"#BSUB -W {_q(limit, 'time limit')}")
-    if req.begin_s is not None and req.begin_s >= 1:
-        lines.append(f"#BSUB -b {begin_time(req.begin_s)}")
-    if opts.queue:
-        lines.append(f"#BSUB -q {_q(opts.queue, 'queue')}")
-    if opts.project:
-        lines.append(f"#BSUB -P {_q(opts.project, 'project')}")
-    lines += [f"#BSUB {header_value(arg, 'bsub argument')}" for arg in opts.bsub_args]
+    begin = begin_time(req.begin_s) if req.begin_s is not None and req.begin_s >= 1 else None
+    lines += directives("#BSUB", [("-W ", limit, "time limit"), ("-b ", begin, "begin time"),
+                                  ("-q ", opts.queue, "queue"), ("-P ", opts.project, "project")],
+                        opts.bsub_args, "bsub argument")
     lines.append("# written by clusterbench: each run in its own directory, its outputs there")
     lines.append('echo "clusterbench: LSF job $LSB_JOBID[${LSB_JOBINDEX:-0}] on $LSB_HOSTS" >&2')
     lines += dispatch(tasks, INDEX_VAR, 1) if array else task_lines(tasks[0], redirect=True)
@@ -98,10 +92,8 @@ def render_script(req: JobRequest, opts: LsfOptions) -> str:
 
 def submit(req: JobRequest, opts: LsfOptions, env: dict[str, str]) -> Submitted:
     require()
-    script = req.workdir / SCRIPT
     text = render_script(req, opts)
-    for task in req.tasks:  # every run keeps the script that ran it
-        (task.workdir / SCRIPT).write_text(text)
+    script = write_scripts(req, text, SCRIPT)
     code, out, err = run_tool(["bsub"], env=env, stdin=text)
     m = re.search(r"Job <(\d{1,18})> is submitted", out)
     if code != 0 or not m:
@@ -186,8 +178,4 @@ def final_state(task_id: str) -> JobState:
 
 
 def cancel(ids: list[str]) -> None:
-    if ids:
-        try:
-            run_tool(["bkill", *ids])
-        except UserInputError:
-            pass
+    cancel_jobs("bkill", ids)

@@ -15,7 +15,6 @@ launch/batch.py.
 from __future__ import annotations
 
 import re
-import shlex
 import shutil
 import time
 
@@ -25,15 +24,18 @@ from clusterbench.launch.batch import (
     JobRequest,
     JobState,
     Submitted,
+    cancel_jobs,
     clock_seconds,
+    directives,
     dispatch,
     fold_hosts,
-    header_value,
     load_json,
+    quoted_header,
     run_tool,
     task_lines,
     text_field,
     to_int,
+    write_scripts,
 )
 from clusterbench.launch.site import PbsOptions
 
@@ -63,33 +65,24 @@ def begin_time(seconds: float, now: float | None = None) -> str:
     return time.strftime("%Y%m%d%H%M.%S", time.localtime(at))
 
 
-def _q(text: str, what: str) -> str:
-    return shlex.quote(header_value(text, what))
-
-
 def render_script(req: JobRequest, opts: PbsOptions) -> str:
     tasks = req.tasks
     array = len(tasks) > 1
     per_node = req.tasks_per_node
     log = str(req.workdir / ("pbs-^array_index^" if array else "pbs"))
     lines = ["#!/bin/bash",
-             f"#PBS -N {_q(req.name[:236], 'job name')}",
+             f"#PBS -N {quoted_header(req.name[:236], 'job name')}",
              f"#PBS -l select={req.nodes}:ncpus={per_node * req.cpus_per_task}:mpiprocs={per_node}",
              "#PBS -l place=scatter",
-             f"#PBS -o {_q(log + '.out', 'output file')}",
-             f"#PBS -e {_q(log + '.err', 'error file')}"]
+             f"#PBS -o {quoted_header(log + '.out', 'output file')}",
+             f"#PBS -e {quoted_header(log + '.err', 'error file')}"]
     if array:
         lines.append(f"#PBS -J 0-{len(tasks) - 1}")
     limit = opts.walltime or (walltime(req.timeout_s) if req.timeout_s else None)
-    if limit:
-        lines.append(f"#PBS -l walltime={_q(limit, 'walltime')}")
-    if req.begin_s is not None and req.begin_s >= 1:
-        lines.append(f"#PBS -a {begin_time(req.begin_s)}")
-    if opts.queue:
-        lines.append(f"#PBS -q {_q(opts.queue, 'queue')}")
-    if opts.account:
-        lines.append(f"#PBS -A {_q(opts.account, 'account')}")
-    lines += [f"#PBS {header_value(arg, 'qsub argument')}" for arg in opts.qsub_args]
+    begin = begin_time(req.begin_s) if req.begin_s is not None and req.begin_s >= 1 else None
+    lines += directives("#PBS", [("-l walltime=", limit, "walltime"), ("-a ", begin, "begin time"),
+                                 ("-q ", opts.queue, "queue"), ("-A ", opts.account, "account")],
+                        opts.qsub_args, "qsub argument")
     lines.append("# written by clusterbench: each run in its own directory, its outputs there")
     lines.append('echo "clusterbench: PBS job $PBS_JOBID on $(sort -u "$PBS_NODEFILE" | tr "\\n" " ")" >&2')
     lines += dispatch(tasks, INDEX_VAR, 0) if array else task_lines(tasks[0], redirect=True)
@@ -98,10 +91,8 @@ def render_script(req: JobRequest, opts: PbsOptions) -> str:
 
 def submit(req: JobRequest, opts: PbsOptions, env: dict[str, str]) -> Submitted:
     require()
-    script = req.workdir / SCRIPT
     text = render_script(req, opts)
-    for task in req.tasks:  # every run keeps the script that ran it
-        (task.workdir / SCRIPT).write_text(text)
+    script = write_scripts(req, text, SCRIPT)
     code, out, err = run_tool(["qsub", str(script)], env=env)
     job_id = out.strip()
     m = re.fullmatch(r"(\d{1,18})(\[\])?(\.[A-Za-z0-9_.\-]{1,255})?", job_id)
@@ -196,8 +187,4 @@ def final_state(task_id: str) -> JobState:
 
 
 def cancel(ids: list[str]) -> None:
-    if ids:
-        try:
-            run_tool(["qdel", *ids])
-        except UserInputError:
-            pass
+    cancel_jobs("qdel", ids)

@@ -27,6 +27,7 @@ from clusterbench.launch.batch import (
     JobRequest,
     JobState,
     Submitted,
+    cancel_jobs,
     clock_seconds,
     dispatch,
     expand_indices,
@@ -34,6 +35,7 @@ from clusterbench.launch.batch import (
     header_value,
     run_tool,
     text_field,
+    write_scripts,
 )
 from clusterbench.launch.site import SlurmOptions
 
@@ -106,10 +108,8 @@ def render_script(req: JobRequest, opts: SlurmOptions) -> str:
 
 def submit(req: JobRequest, opts: SlurmOptions, env: dict[str, str]) -> Submitted:
     require()
-    script = req.workdir / SCRIPT
     text = render_script(req, opts)
-    for task in req.tasks:  # every run keeps the script that ran it
-        (task.workdir / SCRIPT).write_text(text)
+    script = write_scripts(req, text, SCRIPT)
     code, out, err = run_tool(["sbatch", "--parsable", str(script)], env=env)
     job_id = out.strip().split(";")[0]
     if code != 0 or not re.fullmatch(r"\d{1,18}", job_id):
@@ -259,11 +259,7 @@ def scontrol_accounting(state: JobState) -> dict:
 
 
 def cancel(job_ids: list[str]) -> None:
-    if job_ids:
-        try:
-            run_tool(["scancel", *job_ids])
-        except UserInputError:
-            pass
+    cancel_jobs("scancel", job_ids)
 
 
 def parse_elapsed(text: str) -> float | None:

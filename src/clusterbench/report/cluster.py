@@ -74,9 +74,10 @@ def section(data: Dataset, options) -> Section | None:
     if not views:
         return None
     out = Section("cluster", "Cluster", [
-        "Each cluster run measured every node alone (STREAM, DGEMM, HPL on one node, the FMA clock of one core), "
-        "every pair of nodes (ping-pong latency at 0 B and bandwidth at 1 MiB, iperf3 when it ran) and HPL across "
-        "all nodes. A node or link is flagged when it is out of line with its peers on the bad side: "
+        "Each cluster run measured every node at once, one benchmark at a time (STREAM, DGEMM, HPL on one node, "
+        "the FMA rate of one core), every pair of nodes (ping-pong latency at 0 B and bandwidth at 1 MiB, iperf3 "
+        "when it ran) and HPL across all nodes. A node or link is flagged when it is out of line with its peers "
+        "on the bad side: "
         f"{views[0].rule.describe()}. A node's links are also judged together (the median over the pairs it takes "
         "part in), which finds a bad cable or NIC on a small cluster where one node's links are most of all links. "
         "Flagged nodes' rows are marked in the node table; flagged pairs are outlined in the heat maps."])
