@@ -49,8 +49,8 @@ def test_bad_cluster_input_is_refused_with_exit_2(args, words):
     assert words in out.stderr and "Traceback" not in out.stderr
 
 
-def cluster_run(budget: str = "30s") -> dict:
-    out = cli("run", "-w", "node[1-3]", "--budget", budget, "--interconnect", "tcp", "--json", timeout=900)
+def cluster_run(budget: str = "30s", *more: str) -> dict:
+    out = cli("run", "-w", "node[1-3]", "--budget", budget, "--interconnect", "tcp", "--json", *more, timeout=900)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return json.loads(out.stdout)
 
@@ -73,7 +73,7 @@ def figures(summary: dict) -> str:
 
 @pytest.mark.cluster
 def test_an_unmodified_cluster_gives_no_flag_and_everything_is_stored(shared_db, xhpl):
-    summary = cluster_run()
+    summary = cluster_run("30s", "--iperf")
     print("unmodified:", figures(summary))
     assert flags(summary) == {}, figures(summary)
     assert summary["nodes"] == ["node1", "node2", "node3"]
@@ -82,12 +82,41 @@ def test_an_unmodified_cluster_gives_no_flag_and_everything_is_stored(shared_db,
     assert summary["hpl"] and summary["hpl"]["nodes"] == 3 and summary["hpl"]["gflops"] > 0
     stored = query(shared_db, "SELECT benchmark, nodes, tags FROM runs")
     phases = {json.loads(r["tags"])["cluster_phase"] for r in stored}
-    assert phases == {"node", "pair", "hpl"}
+    assert phases == {"node", "pair", "iperf", "hpl"}
+    assert all(p["values"]["iperf"] > 0 for p in summary["pairs"]), summary["pairs"]  # iperf3 between the nodes
     per_node = [r for r in stored if json.loads(r["tags"])["cluster_phase"] == "node"]
     assert {r["nodes"] for r in per_node} == {"node1", "node2", "node3"}  # each ran on its own node
     assert {r["benchmark"] for r in per_node} == {"clock", "stream", "dgemm", "hpl"}
     report = cli("report", f"tag:cluster_run={summary['run']}", "-o", str(shared_db.parent / "r.html"))
     assert report.returncode == 0, report.stderr
+
+
+@pytest.mark.cluster
+def test_inside_a_multi_node_slurm_allocation_run_takes_its_nodes(shared_db, tmp_path):
+    """`clusterbench run` with no -w inside `sbatch -N 3`: the plan covers the allocation's nodes."""
+    import subprocess
+    import sys
+    import time
+
+    out = shared_db.parent / "plan.json"  # beside the store: the nodes share /var/tmp, not their /tmp
+    command = f"{sys.executable} -m clusterbench run --dry-run --json --interconnect tcp > {out}"
+    job = subprocess.run(["sbatch", "--parsable", "-N", "3", "--exclusive", "-o", str(shared_db.parent / "job.out"),
+                          "--wrap", command], capture_output=True, text=True, timeout=60)
+    assert job.returncode == 0, job.stderr
+    job_id = job.stdout.strip().split(";")[0]
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        state = subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True).stdout.strip()
+        if not state:
+            break
+        time.sleep(0.5)
+    else:
+        subprocess.run(["scancel", job_id])
+        pytest.fail("the allocation's job did not end")
+    assert out.exists() and out.stat().st_size, (shared_db.parent / "job.out").read_text()
+    plan = json.loads(out.read_text())
+    assert plan["nodes"] == ["node1", "node2", "node3"]
+    assert any(p["kind"] == "pair" for p in plan["phases"])
 
 
 @pytest.mark.cluster

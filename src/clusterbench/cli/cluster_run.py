@@ -17,7 +17,7 @@ from clusterbench.cli.app import console, err_console, open_store
 
 
 def run_on_cluster(inv, budget_s: float, *, interconnect: str, mpi: str | None, hpl: bool, xhpl: str | None,
-                   rule, force: bool, dry_run: bool, as_json: bool) -> None:
+                   iperf: bool, rule, force: bool, dry_run: bool, as_json: bool) -> None:
     from clusterbench.analysis.cluster import stored_view
     from clusterbench.bench.hpl.benchmark import find_xhpl
     from clusterbench.cli.cluster_cmd import print_preflight, run_preflight
@@ -41,7 +41,7 @@ def run_on_cluster(inv, budget_s: float, *, interconnect: str, mpi: str | None, 
             err_console.print("[red]the preflight found problems[/]: fix them, or run anyway with --force")
             raise typer.Exit(1)
         plan = plan_cluster(inv, preflight, local, budget_s, interconnect=interconnect, mpi=mpi,
-                            hpl_binary=binary, hpl=hpl)
+                            hpl_binary=binary, hpl=hpl, iperf=iperf)
         if not as_json:
             _print_plan(plan)
         if dry_run:
@@ -92,20 +92,22 @@ def _build_xhpl(mpi: str | None, as_json: bool) -> str | None:
 
 
 def _print_plan(plan) -> None:
+    from clusterbench.suite.cluster import IPERF_SECONDS
+
     console.print(f"[bold]Plan[/]: {len(plan.inventory.hosts)} nodes ({escape(plan.inventory.nodeset())}), "
                   f"{len(plan.phases)} phases, estimated {plan.estimate_s:.0f} s of the {plan.budget_s:.0f} s budget")
-    pairs = [p for p in plan.phases if p.kind == "pair"]
+    paired = {kind: [p for p in plan.phases if p.kind == kind] for kind in ("pair", "iperf")}
+    what = {"pair": "ping-pong 0 B and 1 MiB", "iperf": f"iperf3 TCP, {IPERF_SECONDS} s each"}
     for phase in plan.phases:
-        if phase.kind == "pair" and phase is not pairs[0]:
+        if phase.kind in paired:
+            group = paired[phase.kind]
+            if phase is group[0]:
+                console.print(f"  {what[phase.kind]}: {sum(len(p.runs) for p in group)} runs in {len(group)} rounds "
+                              f"of disjoint pairs, about {sum(p.estimate_s for p in group):.0f} s")
             continue
         run = phase.runs[0][0]
         shown = {k: run.params[k] for k in ("n", "nb", "p", "q", "ranks", "threads", "ntimes", "max_log2")
                  if k in run.params}
-        if phase.kind == "pair":
-            runs = sum(len(p.runs) for p in pairs)
-            console.print(f"  ping-pong 0 B and 1 MiB: {runs} runs in {len(pairs)} rounds of disjoint pairs "
-                          f"(every pair in each of the passes), about {sum(p.estimate_s for p in pairs):.0f} s")
-            continue
         console.print(f"  {escape(phase.label)}: {len(phase.runs)} run(s) at once, {escape(str(shown))}, "
                       f"about {phase.estimate_s:.0f} s" + (" (N sized again from measured rates)"
                                                            if phase.resize else ""))

@@ -59,6 +59,8 @@ def run(
         min=0.0, max=0.99)] = 0.25,
     force: Annotated[bool, typer.Option(
         "--force", help="Cluster runs: go on although the preflight found problems.")] = False,
+    iperf: Annotated[bool, typer.Option(
+        "--iperf", help="Cluster runs: also iperf3 (TCP) between every pair of nodes, a few seconds each.")] = False,
 ) -> None:
     """Discover this machine, run HPCC sized to the budget, store everything, summarise.
 
@@ -80,7 +82,7 @@ def run(
                 raise UserInputError(f"{flag} applies to one machine; a cluster run sizes its runs itself",
                                      hint="drop it, or run `clusterbench run` without -w")
         run_on_cluster(inv, parse_duration(budget, "--budget"), interconnect=interconnect,
-                       mpi=mpi.value if mpi else None, hpl=hpl, xhpl=xhpl,
+                       mpi=mpi.value if mpi else None, hpl=hpl, xhpl=xhpl, iperf=iperf,
                        rule=Rule(z=outlier_z, min_deviation=outlier_deviation), force=force, dry_run=dry_run,
                        as_json=as_json)
         return
@@ -92,6 +94,9 @@ def run(
     from clusterbench.units import format_duration
 
     budget_s = parse_duration(budget, "--budget")
+    for given, flag in ((iperf, "--iperf"), (force, "--force"), (interconnect != "auto", "--interconnect")):
+        if given:
+            raise UserInputError(f"{flag} applies to cluster runs", hint="name the nodes with -w node[1-4]")
     positive(n, "--n")
     positive(nb, "--nb")
     if xhpl and not hpl:

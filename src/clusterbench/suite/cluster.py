@@ -56,6 +56,7 @@ HPL_NB = 128
 DGEMM_N, DGEMM_REPS = 1000, 3  # 8 Gflop per core: a fraction of a second on a server, seconds on a Pi
 STREAM_NTIMES, MIN_STREAM_N = 4, 1_000_000
 CLOCK_MS = 1000  # long enough for the mean rate to average over a scheduler's time slices
+IPERF_SECONDS = 3  # per pair: TCP's slow start is over within a second on any LAN
 PAIR_SIZE_LOG2 = 20  # 1 MiB, with 0 B always measured
 TIMEOUT_FACTOR, MIN_TIMEOUT_S = 10.0, 60.0  # generous: a cluster's nodes may be much slower than guessed
 
@@ -118,7 +119,7 @@ def check_inventory(inv: Inventory) -> None:
 
 def plan_cluster(inv: Inventory, preflight: Preflight, local: SystemInfo, budget_s: float, *,
                  interconnect: str = "auto", mpi: str | None = None, hpl_binary: str | None = None,
-                 hpl: bool = True) -> ClusterPlan:
+                 hpl: bool = True, iperf: bool = False) -> ClusterPlan:
     """Size every phase from the budget and the smallest node; nothing runs yet. HPL's N here is a
     first guess from Rpeak: the run sizes it again from what DGEMM measured."""
     check_inventory(inv)
@@ -141,6 +142,8 @@ def plan_cluster(inv: Inventory, preflight: Preflight, local: SystemInfo, budget
         if phase.runs:
             plan.phases.append(phase)
     _plan_pairs(plan, base)
+    if iperf:
+        _plan_pairs(plan, base, iperf=True)
     if hpl and hpl_binary:
         nodes = len(inv.hosts)
         phase = Phase(f"HPL on all {nodes} nodes", "hpl", [], seconds=budget_s * HPL_SHARE)
@@ -164,16 +167,21 @@ def _fill_node_phase(phase: Phase, plan: ClusterPlan, params: dict) -> None:
         phase.runs.append((run, _site([host.name], plan.inventory, plan.interconnect), {TAG_NODE: host.name}))
 
 
-def _plan_pairs(plan: ClusterPlan, base: dict) -> None:
-    """Every pair PAIR_PASSES times, each pass in rounds of disjoint pairs."""
-    params = base | {"min_log2": PAIR_SIZE_LOG2, "max_log2": PAIR_SIZE_LOG2, "nodes": 2, "ranks": 2,
-                     "threads": 1, "bind_to": "none", "interconnect": plan.interconnect}
+def _plan_pairs(plan: ClusterPlan, base: dict, iperf: bool = False) -> None:
+    """Every pair PAIR_PASSES times (ping-pong) or once (iperf3), each pass in rounds of disjoint pairs."""
+    if iperf:
+        name, kind, passes, what = "iperf3", "iperf", 1, "iperf3"
+        params = base | {"between_nodes": True, "time": IPERF_SECONDS}
+    else:
+        name, kind, passes, what = "pingpong", "pair", PAIR_PASSES, "ping-pong"
+        params = base | {"min_log2": PAIR_SIZE_LOG2, "max_log2": PAIR_SIZE_LOG2, "nodes": 2, "ranks": 2,
+                         "threads": 1, "bind_to": "none", "interconnect": plan.interconnect}
     all_rounds = rounds(plan.inventory.names)
-    for npass in range(PAIR_PASSES):
+    for npass in range(passes):
         for i, pairs in enumerate(all_rounds):
-            phase = Phase(f"ping-pong pass {npass + 1}, round {i + 1} of {len(all_rounds)}", "pair", [])
+            phase = Phase(f"{what} pass {npass + 1}, round {i + 1} of {len(all_rounds)}", kind, [])
             for a, b in pairs:
-                run = _one(BenchmarkBlock(benchmark="pingpong", params=params), plan.node_system, plan.skipped)
+                run = _one(BenchmarkBlock(benchmark=name, params=params), plan.node_system, plan.skipped)
                 if run is None:
                     return
                 phase.runs.append((run, _site([a, b], plan.inventory, plan.interconnect), {TAG_PAIR: f"{a},{b}"}))
