@@ -10,10 +10,9 @@ import json
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from clusterbench.cli.app import console, err_console, open_store
+from clusterbench.cli.app import console, err_console, eta_progress, open_store
 
 
 def run_on_cluster(inv, budget_s: float, *, interconnect: str, mpi: str | None, hpl: bool, xhpl: str | None,
@@ -48,9 +47,7 @@ def run_on_cluster(inv, budget_s: float, *, interconnect: str, mpi: str | None, 
             if as_json:
                 print(json.dumps(plan.to_dict(), indent=2, default=str))
             return
-        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-                      TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                      console=console, transient=True, disable=as_json) as progress:
+        with eta_progress(as_json) as progress:
             task = progress.add_task("starting", total=plan.estimate_s)
 
             def tick(label: str, done: float, planned: float) -> None:

@@ -8,11 +8,10 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from clusterbench.bench.params import MAX_N
-from clusterbench.cli.app import MpiOpt, app, console, err_console, open_store
+from clusterbench.cli.app import MpiOpt, app, console, err_console, eta_progress, open_store
 from clusterbench.cli.plan_cmd import LayoutName
 from clusterbench.cli.system_cmd import positive
 from clusterbench.errors import UserInputError
@@ -134,9 +133,7 @@ def run(
             return
         if plan.hpl and not plan.hpl.binary:
             build_standalone(plan, as_json)
-        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-                      TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                      console=console, transient=True, disable=as_json) as progress:
+        with eta_progress(as_json) as progress:
             task = progress.add_task("starting", total=plan.estimate_s)
             # Each run reports its own elapsed time; the bar shows the suite's total so far.
             state = {"name": None, "offset": 0.0, "elapsed": 0.0, "where": "starting"}
