@@ -75,7 +75,7 @@ def test_sacct_reports_a_finished_batch_job(vc):
     if not flag.exists() or flag.read_text().strip() != "1":
         pytest.skip(f"'{VC_NAME}' is up without accounting (--no-accounting, or an older scripts/virtual-cluster)")
     node = vc["nodes"][1]
-    busy = "end=$((SECONDS + 2)); while [ $SECONDS -lt $end ]; do :; done; exit 3"
+    busy = "end=$((SECONDS + 3)); while [ $SECONDS -lt $end ]; do :; done; exit 3"
     out = run("sbatch", "--parsable", "-N1", "-w", node, "-J", "cb-acct-test", "-o", "/dev/null",
               "--wrap", f"bash -c '{busy}'", env=vc["env"])
     assert out.returncode == 0, out.stderr

@@ -44,6 +44,7 @@ from clusterbench.store.db import Store
 TIMEOUT_STATES = {"TIMEOUT", "DEADLINE"}
 JOB_RECORD = "slurm_job.json"  # the name is kept for every scheduler: older run directories have it
 SETTLE_WAIT_S = 60.0  # how long a resume waits for a cancelled job to leave the queue
+SETTLE_ASK_S = 15.0  # how long a resume asks again when the queue does not answer
 SCHEDULERS: dict[str, ModuleType] = {"slurm": slurm, "lsf": lsf, "pbs": pbs}
 
 
@@ -189,6 +190,10 @@ def settle_job(workdir: Path) -> str | None:
     died = "interrupted: the clusterbench process following it ended without finishing it"
     try:
         active = sched.active_states([job_id])
+        deadline = time.monotonic() + SETTLE_ASK_S
+        while active is None and time.monotonic() < deadline:  # a controller busy for a moment
+            time.sleep(1.0)
+            active = sched.active_states([job_id])
     except (OSError, subprocess.SubprocessError, UserInputError) as exc:
         return f"{died}; {label} job {job_id} could not be checked ({exc}): cancel it by hand if it still runs"
     if active is None:
