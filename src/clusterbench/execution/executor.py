@@ -175,12 +175,14 @@ def interrupted(store: Store, run: Started, reason: str = "interrupted by the us
 
 
 def execute(store: Store, request: RunRequest,
-            tick: Callable[[float, str | None], None] | None = None) -> RunResult:
+            tick: Callable[[float, str | None], None] | None = None,
+            ready: Callable[[], None] | None = None) -> RunResult:
     """Run one request here (or through mpirun/srun from here), wait for it, and store it.
 
     Its `system:` settings are applied on its nodes first and restored after, whatever happens
     (execution/settings.py journals the original values on disk before changing any). The nodes'
-    state is read just before the command starts, and samplers watch them while it runs."""
+    state is read just before the command starts, and samplers watch them while it runs. `ready` is
+    called last before the command starts (runs made together wait there for each other)."""
     run = start(store, request)
     hosts = observe.run_hosts(run.site, run.launch)
     with ExitStack() as restore_after:
@@ -192,11 +194,12 @@ def execute(store: Store, request: RunRequest,
             except BaseException as exc:
                 interrupted(store, run, f"system settings not applied: {getattr(exc, 'message', exc)}")
                 raise
-        return _execute(store, request, run, hosts, tick)
+        return _execute(store, request, run, hosts, tick, ready)
 
 
 def _execute(store: Store, request: RunRequest, run: Started, hosts: list[str],
-             tick: Callable[[float, str | None], None] | None) -> RunResult:
+             tick: Callable[[float, str | None], None] | None,
+             ready: Callable[[], None] | None = None) -> RunResult:
     def on_tick(elapsed: float) -> None:
         if tick:
             tick(elapsed, run.bench.progress(run.workdir))
@@ -211,6 +214,8 @@ def _execute(store: Store, request: RunRequest, run: Started, hosts: list[str],
             samplers.start()
         if power_meter:
             power_meter.start()
+        if ready:
+            ready()
         proc = run_process(run.command, run.workdir, run.env, request.timeout_s, on_tick,
                            record=run.workdir / supervise.RECORD)
     except BaseException as exc:

@@ -6,6 +6,11 @@ connection (`Store.sibling`: SQLite in WAL mode takes the writers one at a time)
 observed, parsed and stored exactly like a run made alone. A failed run is a stored result like
 any other; it does not stop its neighbours.
 
+The commands start together: each run's preparation (its directory, the nodes' state read, the
+samplers) takes its own time, and a node whose kernel starts a second early or late runs part of it
+alone, which on nodes that share anything (a switch, a file server, a virtual cluster's cores)
+makes it look faster than its peers. A barrier just before each command starts removes that skew.
+
 Interruption: Ctrl-C and SIGTERM reach the main thread only. It then sets a shared event that
 every run's progress callback checks once a second; the callback raises, which makes the
 executor stop that run's process tree and store the run as interrupted, as it does for a run
@@ -19,6 +24,8 @@ from collections.abc import Callable
 
 from clusterbench.execution.executor import RunRequest, RunResult, execute
 from clusterbench.store.db import Store
+
+START_WAIT_S = 300.0  # the longest a run waits at the start line for a neighbour still preparing
 
 
 class Cancelled(KeyboardInterrupt):
@@ -34,6 +41,15 @@ def run_together(store: Store, requests: list[RunRequest],
     results: list[RunResult | None] = [None] * len(requests)
     errors: list[BaseException] = []
     ended = [threading.Event() for _ in requests]  # set by each worker as its very last step
+    start_line = threading.Barrier(len(requests))
+
+    def ready() -> None:
+        try:
+            start_line.wait(timeout=START_WAIT_S)
+        except threading.BrokenBarrierError:  # a neighbour failed before its start, or all are stopping
+            pass
+        if cancel.is_set():
+            raise Cancelled
 
     def work(index: int, request: RunRequest) -> None:
         def on_tick(elapsed: float, detail: str | None) -> None:
@@ -44,10 +60,11 @@ def run_together(store: Store, requests: list[RunRequest],
 
         try:
             with store.sibling() as own:
-                results[index] = execute(own, request, tick=on_tick)
+                results[index] = execute(own, request, tick=on_tick, ready=ready)
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread
             errors.append(exc)
             cancel.set()
+            start_line.abort()
         finally:
             ended[index].set()
 
@@ -61,6 +78,7 @@ def run_together(store: Store, requests: list[RunRequest],
         # Waited for on our own events, not Thread.join: a join interrupted by Ctrl-C can report a
         # thread as finished while it still runs, and its run would stay 'running' in the store.
         cancel.set()
+        start_line.abort()
         for done in ended:
             _wait_through_interrupts(done)
         raise
