@@ -15,7 +15,12 @@ FLAGS = {
     "truncated": "the output ends before the benchmark's closing summary (cut short or aborted)",
     "warning": "valid, with a remark stored in its reason",
     "name-conflict": "the file name states a value the output contradicts (the output's value was kept)",
+    "suspect": "a figure beyond what the machine can do (above 100% of its peak): kept, never a best",
+    "disturbed": "other work took the run's CPUs while it ran (facts.disturbed): never a best",
+    "excluded": "excluded by a user (clusterbench exclude), with the reason: never a best",
 }
+# Flags that keep a run out of bests, baselines, history, comparisons and the tuner by default.
+NOT_COUNTED = frozenset({"failed", "invalid", "truncated", "suspect", "disturbed", "excluded"})
 _TRUNCATION_WORDS = ("truncat", "ends before", "aborted")
 
 
@@ -32,9 +37,21 @@ def run_flags(run: dict) -> list[str]:
         out.append("truncated")
     elif reason and "invalid" not in out and "failed" not in out:
         out.append("warning")
-    if (run.get("facts") or {}).get("file_name_conflicts"):
+    facts = run.get("facts") or {}
+    if facts.get("file_name_conflicts"):
         out.append("name-conflict")
+    if run.get("suspect") or facts.get("suspect"):
+        out.append("suspect")
+    if facts.get("disturbed"):
+        out.append("disturbed")
+    if run.get("excluded"):
+        out.append("excluded")
     return out
+
+
+def counts(run: dict) -> bool:
+    """May this run's values be a best, a baseline, a point of a history or a tuner's evidence?"""
+    return not NOT_COUNTED.intersection(run_flags(run))
 
 
 def flags_text(run: dict) -> str:

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
 import pandas as pd
 
 from clusterbench.analysis import shape
 from clusterbench.analysis.dataset import Dataset
 from clusterbench.bench import registry
+from clusterbench.report import baselines
 from clusterbench.report.figures import axis_label, shaped_figure
 from clusterbench.report.model import Options, Point, Section, Series, Table
 from clusterbench.report.system import node_peak, run_node_peak
@@ -35,8 +35,6 @@ SERIES = tuple(dict.fromkeys(("blas", "tuning", "system", *shape.DEFAULT_SERIES)
 BY_NB = shape.Family(x=("nb",), series=SERIES, nuisance=NUISANCE, combine=shape.BEST, always=("blas",))
 BY_NODES = shape.Family(x=("nodes",), series=SERIES, nuisance=NUISANCE, combine=shape.BEST, facets=False,
                         always=("blas",))
-BASELINE_WORDS = ("baseline", "default")  # a value that names the unchanged configuration
-MAX_BASELINE_TABLES = 4
 Y_LABEL = "Rmax (Gflop/s)"
 
 
@@ -106,7 +104,7 @@ def _figures(values: pd.DataFrame, data: Dataset, options: Options, peak, out: S
     if by_nodes is not None and by_nodes.x is not None:
         best = replace(by_nodes, x="nodes", facets=[], combine=shape.BEST)
         out.tables.append(_best_table(values, best, data, options))
-        out.tables += _baselines(values, best)
+        out.tables += baselines.tables(values, best)
 
 
 def _peak_lines(drawing: shape.Drawing, peak, options: Options) -> list[Series]:
@@ -134,54 +132,6 @@ def _best_table(values: pd.DataFrame, best: shape.Shape, data: Dataset, options:
                            f"{rec['benchmark']}, {label}" if label else rec["benchmark"], float(rec[shape.VALUE]),
                            100 * rec[shape.VALUE] / (node * nodes) if node else None, rec.get("tv"), [run_id]])
     return table
-
-
-def _baselines(values: pd.DataFrame, best: shape.Shape) -> list[Table]:
-    """'Baseline against optimisation', the studies' table, for each text key that has a baseline
-    (the value absent, or named baseline/default) beside other values: the Pi study's
-    `tuning: mtu_9000`, or a tag. Per node count and the other line keys (BLAS): the best Rmax
-    of each value against the baseline's, and the change in %."""
-    tables = []
-    for key in [k for k in shape.keys_of(values) if _has_baseline(values, k)][:MAX_BASELINE_TABLES]:
-        column = values[key]
-        is_base = column.isna() | column.astype(str).str.lower().isin(BASELINE_WORDS)
-        setting = pd.Series(np.where(is_base, "baseline", column.astype(str)), index=values.index)
-        rest = [k for k in best.series if k != key]
-        pairs = replace(best, series=[*rest, "@setting"])
-        winners = shape.aggregate(values.assign(**{"@setting": setting}), pairs).to_dict("records")
-        by_group: dict[tuple, dict[str, dict]] = {}
-        for rec in winners:
-            group = (int(rec["nodes"]), _label(rec, rest))
-            by_group.setdefault(group, {})[rec["@setting"]] = rec
-        rows = []
-        for (nodes, label), settings in sorted(by_group.items()):
-            base = settings.get("baseline")
-            for value in sorted(v for v in settings if v != "baseline"):
-                rec = settings[value]
-                change = 100 * (rec[shape.VALUE] - base[shape.VALUE]) / base[shape.VALUE] if base else None
-                runs = [rec[shape.RUN]] + ([base[shape.RUN]] if base else [])
-                rows.append([nodes, label, value, float(rec[shape.VALUE]),
-                             float(base[shape.VALUE]) if base else None, change, runs])
-        if any(row[4] is not None for row in rows):
-            shown = shape.name(key)
-            tables.append(Table(f"hpl-baseline-{len(tables)}", f"Baseline against optimisation: {shown}",
-                                ["nodes", "configuration", shown, "best Rmax (Gflop/s)", "baseline Rmax (Gflop/s)",
-                                 "change (%)", "runs"], rows,
-                                note=f"baseline: runs without {shown} or with {shown} named baseline or default. "
-                                     "Each Rmax is the best valid value of its node count and configuration."))
-    return tables
-
-
-def _has_baseline(values: pd.DataFrame, key: str) -> bool:
-    """A text key whose values include a baseline (absent: only for a tuning or a tag; or a value
-    named baseline/default) and something else."""
-    column = values[key]
-    if shape.is_number_key(column):
-        return False
-    distinct = [v for v in column.dropna().unique() if str(v).lower() not in BASELINE_WORDS]
-    named = len(distinct) < column.nunique()
-    absent = bool(column.isna().any()) and (key == "tuning" or key.startswith("tag:"))
-    return (named or absent) and bool(distinct)
 
 
 def _configurations(values: pd.DataFrame) -> Table:
