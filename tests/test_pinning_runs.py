@@ -61,6 +61,23 @@ def test_open_mpi_default_binds_one_rank_to_one_core_and_its_threads_share_it():
 
 
 @needs_two_cpus
+def test_pinning_default_records_what_the_launcher_did_not_an_invented_bind_to(isolated_db):
+    """Issue 31, Why 9: with `pinning: default` mpirun gets no --bind-to, and Open MPI binds the one
+    rank to a core. The stored parameters used to say bind_to=none (a planning default never passed
+    on); now they state no binding, and the facts record the launcher's effective binding, from its
+    documented defaults, checked by the probe."""
+    [run] = cli_json("bench", "affinity", "-p", "hold_ms=300", "-p", "mpi=openmpi", "-p", "pinning=default",
+                     "-p", "scaling=thread", "-p", "workers=2", "--json", env=OMP)
+    [row] = query(isolated_db, "SELECT params FROM runs WHERE id = ?", run["id"])
+    assert "bind_to" not in json.loads(row["params"]), row["params"]
+    pinning = run["facts"]["pinning"]
+    assert pinning["verdict"] == "match"
+    effective = pinning["effective"]
+    assert effective["bind_to"] == "core" and effective["map_by"] == "core"
+    assert "np <= 2" in effective["from"] and effective["checked"] == "by the probes: match"
+
+
+@needs_two_cpus
 def test_a_narrowed_run_is_flagged(isolated_db):
     """An external taskset narrows every rank to one CPU: bind_to none predicts the whole node."""
     if not shutil.which("taskset"):

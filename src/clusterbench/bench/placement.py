@@ -128,9 +128,12 @@ def resolve_placement(point: dict, system: SystemInfo) -> None:
     """Fill ranks, threads, bind_to and blas of a checked point (in place) from the node."""
     apply_scaling(point, system)
     topo = system.topology
+    bind_given = point.get("bind_to")
     point.update(_placement(point.get("layout", "mpi"), point.get("nodes", 1), point.get("ranks"),
                             point.get("threads"), point.get("bind_to"), point.get("blas"),
                             max(topo.sockets, 1), topo.cores_total))
+    if point.get("pinning") and not bind_given:  # a strategy decides the binding: none invented
+        point.pop("bind_to", None)
     point["mpi"] = point.get("mpi") or default_mpi_name()
 
 

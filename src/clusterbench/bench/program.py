@@ -50,8 +50,9 @@ class PlacedProgram(Benchmark):
         ranks = point.get("ranks") or (cores * nodes if cls.default_ranks == 0 else cls.default_ranks)
         per_node = -(-ranks // nodes)
         threads = point.get("threads") or (max(cores // per_node, 1) if cls.threaded_default else 1)
-        bind = point.get("bind_to") or ("core" if threads == 1 else "none")
-        point.update(nodes=nodes, ranks=ranks, threads=threads, bind_to=bind)
+        point.update(nodes=nodes, ranks=ranks, threads=threads)
+        if not point.get("pinning"):  # a strategy decides the binding (its launcher's defaults): none invented
+            point["bind_to"] = point.get("bind_to") or ("core" if threads == 1 else "none")
         if cls.needs_mpi or ranks > 1 or nodes > 1 or point.get("pinning"):  # runs under mpirun: record which MPI
             point["mpi"] = point.get("mpi") or default_mpi_name()
         if cls.uses_blas:

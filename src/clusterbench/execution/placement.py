@@ -58,6 +58,8 @@ def verdict(site: Site, launch: Launch, workdir: Path, env: dict[str, str]) -> d
     hosts = [h.name for h in site.hosts_for(launch.placement.nodes)] or None
     check = compare(pred, observed, hosts, launch.placement.threads)
     facts = check.to_facts() | {"prediction": pred.to_dict(), "node_layout": layout}
+    if pred.effective:  # what the launcher did once its defaults are filled in, checked against the probes
+        facts["effective"] = pred.effective | {"checked": "by the probes: " + str(check.verdict)}
     if len({r.node_layout for r in observed if r.node_layout}) > 1:
         facts["problems"].append("the nodes' CPU layouts differ; predicted with the first node's")
     reported = _reported(workdir, topology)

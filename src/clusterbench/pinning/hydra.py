@@ -53,7 +53,11 @@ def hydra_placement(topo: Topology, *, n: int, nodes: int = 1, ppn: int | None =
             notes.append(f"{len(sets)} binding sets per node: further ranks on a node wrap round and share them "
                          "(Hydra does not refuse)")
     options = {"n": n, "ppn": ppn, "map_by": map_by, "bind_to": bind_to}
-    return Prediction(topo, tasks, "hydra", nodes, None, {k: v for k, v in options.items() if v is not None}, notes)
+    bound = bool(bind_to) and bind_to != "none"
+    effective = {"bind_to": bind_to if bound else "none", "map_by": map_by if bound and map_by else None,
+                 "from": "given" if bind_to else "Hydra's default: no binding unless -bind-to is given"}
+    return Prediction(topo, tasks, "hydra", nodes, None, {k: v for k, v in options.items() if v is not None}, notes,
+                      {k: v for k, v in effective.items() if v is not None})
 
 
 def _hosts(n: int, nodes: int, ppn: int | None, notes: list[str]) -> list[tuple[int, int]]:

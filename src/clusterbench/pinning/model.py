@@ -50,13 +50,16 @@ class Prediction:
     flavour: str | None = None  # srun: "slurm" (stock task/affinity) or "psslurm"
     options: dict = field(default_factory=dict)  # the launcher's options as given, for display
     notes: list[str] = field(default_factory=list)  # what the calculator assumed or ignored, and why
+    # What the launcher really did once its defaults are filled in (bind_to, map_by, rank_by in the
+    # launcher's words, and `from`: why), so a run whose options were left unset is labelled by what ran.
+    effective: dict = field(default_factory=dict)
 
     def on_node(self, node: int) -> list[TaskPlacement]:
         return [t for t in self.tasks if t.node == node]
 
     def to_dict(self) -> dict:
         return {"launcher": self.launcher, "flavour": self.flavour, "nodes": self.nodes,
-                "options": self.options, "notes": self.notes,
+                "options": self.options, "notes": self.notes, "effective": self.effective,
                 "topology": self.topology.source, "tasks": [t.to_dict() for t in self.tasks]}
 
 
@@ -90,4 +93,5 @@ def prediction_from_dict(data: dict, topology: Topology) -> Prediction:
                            tuple(frozenset(parse_cpulist(c)) for c in t.get("threads") or ()))
              for t in data.get("tasks", [])]
     return Prediction(topology, tasks, str(data.get("launcher")), int(data.get("nodes") or 1), data.get("flavour"),
-                      dict(data.get("options") or {}), list(data.get("notes") or []))
+                      dict(data.get("options") or {}), list(data.get("notes") or []),
+                      dict(data.get("effective") or {}))

@@ -78,8 +78,11 @@ def openmpi_placement(topo: Topology, *, np: int, nodes: int = 1, ppn: int | Non
                  + (f", {policy.pe} cpus per rank" if policy.pe else ""))
     options = {"np": np, "ppn": ppn, "map_by": map_by, "rank_by": rank_by, "bind_to": bind_to,
                "oversubscribe": oversubscribe, "hwthread_cpus": hwthread_cpus}
+    effective = {"bind_to": policy.bind, "map_by": policy.map, "rank_by": policy.rank,
+                 "from": "given" if policy.bind_given and policy.map_given else "Open MPI 4.1's defaults"
+                 + (" (" + "; ".join(policy.why) + ")" if policy.why else "")}
     return Prediction(topo, tasks, "openmpi", nodes, None,
-                      {k: v for k, v in options.items() if v not in (None, False)}, notes)
+                      {k: v for k, v in options.items() if v not in (None, False)}, notes, effective)
 
 
 # --------------------------------------------------------------------------- 2. rank

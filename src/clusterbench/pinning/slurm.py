@@ -82,8 +82,11 @@ def srun_placement(topo: Topology, *, ntasks: int, nodes: int = 1, ntasks_per_no
     options = {"ntasks": ntasks, "nodes": len(req.tasks), "ntasks_per_node": ntasks_per_node,
                "cpus_per_task": cpus_per_task, "cpu_bind": cpu_bind, "distribution": distribution, "hint": hint,
                "overcommit": overcommit or None, "exact": req.exact or None}
+    effective = {"cpu_bind": req.bind.kind or "auto", "distribution": distribution or "block:cyclic",
+                 "from": "given" if cpu_bind and distribution else
+                 "Slurm's defaults (task/affinity binds automatically; distribution block:cyclic)"}
     return Prediction(topo, sorted(tasks, key=lambda t: t.rank), "srun", len(req.tasks), flavour,
-                      {k: v for k, v in options.items() if v is not None}, notes)
+                      {k: v for k, v in options.items() if v is not None}, notes, effective)
 
 
 def parse_request(topo: Topology, shape: NodeShape, notes: list[str], *, ntasks: int, nodes: int = 1,
