@@ -669,6 +669,8 @@ def hpcc_study(root: Path, seed: int = SEED) -> Study:
                  for nodes in HPCC_NODES for ppn in HPCC_PPN]
         truth = write_files(folder, files)
         study.truth |= truth
+        # HPCC prints no thread count: the study states it (one thread per process), or its SMP efficiency
+        # could compare single-thread ranks with multi-thread ones and is refused (issue 31)
         run_cli(study.db, "import", "-q", *sorted(truth), "--name-pattern",
-                f"hpccoutf-{{nodes}}node-{{ranks}}rank-r{repeat}.txt", "--tag", "study=hpcc")
+                f"hpccoutf-{{nodes}}node-{{ranks}}rank-r{repeat}.txt", "--tag", "study=hpcc", "--tag", "threads=1")
     return study

@@ -16,14 +16,18 @@ from __future__ import annotations
 import csv
 import http.server
 import json
+import math
 import shutil
 import sqlite3
+import statistics
 import subprocess
 import threading
 from pathlib import Path
 
 import pytest
 from tests.conftest import OUTPUTS, cli, cli_json, fixture
+
+from clusterbench.analysis.stats import t95
 
 STUDY = """\
 name: study
@@ -136,7 +140,12 @@ def test_csv_holds_the_plotted_values_and_their_runs(study, tmp_path):
         values = [con.execute("SELECT value FROM metrics WHERE run_id=? AND name='hpl_gflops'", (i,)).fetchone()[0]
                   for i in ids]
         assert float(p["Rmax (Gflop/s)"]) == pytest.approx(sum(values) / len(values), rel=1e-12)
-        if len(values) > 1:
+        if p["bar"] == "ci95":  # 3 or more repeats of one configuration: the 95% t-interval of their mean (issue 31)
+            half = t95(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+            assert len(values) >= 3 and p["n_values"] == str(len(values))
+            assert float(p["y_min"]) == pytest.approx(sum(values) / len(values) - half)
+            assert float(p["y_max"]) == pytest.approx(sum(values) / len(values) + half)
+        elif len(values) > 1:
             assert float(p["y_min"]) == min(values) and float(p["y_max"]) == max(values)
         assert set(ids) <= stored_runs and set(ids) <= listed
     # every table row names its runs, and they are in the appendix
@@ -184,8 +193,9 @@ def test_june_2020_places_103_41_gflops_at_65_w_170th_by_efficiency(study, tmp_p
 
 def test_compare_blas_variants_with_and_without_enough_repeats(study, tmp_path):
     env = {"CLUSTERBENCH_DB": str(study)}
-    result = cli_json("compare", "blas-openblas", "blas-blis", "-m", "hpl_gflops", "--json", env=env)
-    assert len(result) == 1
+    found = cli_json("compare", "blas-openblas", "blas-blis", "-m", "hpl_gflops", "--json", env=env)
+    result = found["rows"]  # the verdict over all pairs comes first (issue 31)
+    assert len(result) == 1 and found["verdict"]["pairs"] == 1
     row = result[0]
     assert row["a"]["n"] == 3 and row["b"]["n"] == 3
     assert row["p_value"] is not None and 0 <= row["p_value"] <= 1
@@ -193,11 +203,12 @@ def test_compare_blas_variants_with_and_without_enough_repeats(study, tmp_path):
     assert row["verdict"] in ("better", "worse", "no significant difference")
     mw = cli_json("compare", "blas-openblas", "blas-blis", "-m", "hpl_gflops", "--test", "mannwhitney", "--json",
                   env=env)
-    assert mw[0]["p_value"] is not None
+    assert mw["rows"][0]["p_value"] is not None
     two = [r[0] for r in sqlite3.connect(study).execute(
         "SELECT id FROM runs WHERE campaign='blas-blis' ORDER BY id LIMIT 2")]
     few = cli_json("compare", "blas-openblas", ",".join(f"run:{i}" for i in two), "-m", "hpl_gflops", "--json",
                    env=env)
+    few = few["rows"]
     assert few[0]["b"]["n"] == 2 and few[0]["verdict"].startswith("not enough repeats")
     shown = cli("compare", "blas-openblas", "blas-blis", "-m", "hpl_gflops", "--out", str(tmp_path / "c"), env=env)
     assert shown.returncode == 0, shown.stderr

@@ -127,7 +127,7 @@ def test_migration_from_version_1_keeps_every_byte_and_shrinks_the_file(tmp_path
     before = path.stat().st_size
     with Store(path) as store:
         assert store.migrated_from == 1
-        assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+        assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
         for (run_id, name), data in expected.items():
             if run_id != "broken":
                 assert store.artifact(run_id, name)["content"] == data, (run_id, name)

@@ -21,9 +21,11 @@ from clusterbench.store.db import Store, decoded_run
 def runs(db: str | Path | None = None, benchmark: str | None = None,
          campaign: str | None = None, status: str | None = None,
          select: str | list[str] | None = None) -> pd.DataFrame:
-    """One row per run, newest first; params/env/tags/facts decoded into dicts and a `flags` list
-    (analysis.flags). `select`: selection terms as `results --select` takes them, e.g.
-    "blas=openblas-serial,nodes>=4" (a bad term raises UserInputError)."""
+    """One row per run, newest first; params/env/tags/facts decoded into dicts, `excluded` (the
+    reason given to `clusterbench exclude`, or None), `notes` (a list of texts) and a `flags` list
+    (analysis.flags: an excluded run has the flag `excluded`). `select`: selection terms as
+    `results --select` takes them, e.g. "blas=openblas-serial,nodes>=4" (a bad term raises
+    UserInputError)."""
     from clusterbench.analysis.flags import run_flags
     from clusterbench.analysis.select import parse_selection, select_rows
 
@@ -39,7 +41,8 @@ def runs(db: str | Path | None = None, benchmark: str | None = None,
 
 def metrics(db: str | Path | None = None, name: str | None = None, benchmark: str | None = None,
             valid_only: bool = False) -> pd.DataFrame:
-    """One row per metric value, joined with its run; parameters spread into columns."""
+    """One row per metric value, joined with its run (with its `excluded` reason and `notes`);
+    parameters spread into columns."""
     with Store(db, read_only=True) as store:
         rows = [dict(r) for r in store.metric_rows(name=name, benchmark=benchmark, valid_only=valid_only)]
     records = []

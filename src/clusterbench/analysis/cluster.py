@@ -20,11 +20,11 @@ import re
 import statistics
 from dataclasses import dataclass, field
 
+from clusterbench.analysis.cluster_tags import PHASES, TAG_NODE, TAG_PAIR, TAG_PHASE, TAG_RUN
 from clusterbench.analysis.dataset import Dataset, load
 from clusterbench.analysis.outliers import Placement, Rule, place
 from clusterbench.analysis.select import Selection, parse_term
 from clusterbench.store.db import Store
-from clusterbench.suite.cluster_tags import PHASES, TAG_NODE, TAG_PAIR, TAG_PHASE, TAG_RUN
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from clusterbench.analysis import flags as run_flags_module
+from clusterbench.analysis.applicable import drop_not_applicable
+from clusterbench.analysis.identity import JOB_KEYS, effective_placement, identity_frame
+from clusterbench.analysis.peak import Peak, measured_peaks, run_peak
+from clusterbench.analysis.plausibility import rmax_metrics, suspect_runs
 from clusterbench.analysis.select import Selection, node_count, select_runs  # noqa: F401  (node_count: its home)
 from clusterbench.store.db import Store
 
@@ -35,6 +40,29 @@ class Dataset:
 
     _parts: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False, compare=False)
     _parts_of: pd.DataFrame | None = field(default=None, repr=False, compare=False)  # the frame they split
+    rpeak_node_gflops: float | None = None  # given with --rpeak-node
+    measured: dict[str, Peak] = field(default_factory=dict)  # system id -> node peak its clock runs measured
+    _identity: pd.DataFrame | None = field(default=None, repr=False, compare=False)
+
+    def identity(self) -> pd.DataFrame:
+        """`identity.identity_frame` of the selected runs (index: run id; NaN where a run does not
+        state a key): THE keys that decide which runs are repeats. Built once."""
+        if self._identity is None:
+            hostnames = {sid: system.get("hostname") for sid, system in self.systems.items()}
+            self._identity = identity_frame(self.runs, hostnames)
+        return self._identity
+
+    def flags(self, run_id: str) -> list[str]:
+        """`flags.run_flags` of one selected run (suspect included: `load` marks impossible runs)."""
+        return run_flags_module.run_flags(self.runs[run_id])
+
+    def counted_ids(self) -> set[str]:
+        """The selected runs whose flags let them be a best, a baseline, a history point (flags.counts)."""
+        return {rid for rid, run in self.runs.items() if run_flags_module.counts(run)}
+
+    def peak_of(self, run: dict) -> Peak | None:
+        """The node peak this run is held against: measured where stored, else Rpeak (peak.run_peak)."""
+        return run_peak(run, self.systems, self.rpeak_node_gflops, self.measured)
 
     def of(self, *names: str, valid: bool | None = True) -> pd.DataFrame:
         """Rows of these metrics (only valid ones unless valid=None), read now if not yet read.
@@ -68,8 +96,12 @@ class Dataset:
     def run_keys(self) -> pd.DataFrame:
         """One row per selected run (index: run id), one column per key a figure can be drawn by:
         every parameter with a plain value (a list such as `grids` as '1x4,2x2'), every tag as
-        `tag:K`, and the derived `nodes` (node count), `system` (the stored system's host name,
-        else a `system` tag), `origin` and `benchmark`. Built once: every figure reads it."""
+        `tag:K`, and the derived `nodes` (node count: `identity.known_node_count`, a `nodes` tag
+        given at import included; NaN when unknown, never 1), `system` (the stored system's host
+        name, else a `system` tag), `cluster` and `host_group` (an imported job report's, else a
+        tag's), `blas_loaded` (the BLAS the run loaded, when recorded), `origin` and `benchmark`.
+        A tag fills the parameter the file does not state (`--tag threads=4` -> `threads`).
+        Built once: every figure reads it."""
         if self._keys is None:
             ids = list(self.runs)
             params = _key_columns([self.runs[i]["params"] for i in ids], "", ids)
@@ -77,15 +109,50 @@ class Dataset:
             tags = _key_columns([self.runs[i]["tags"] for i in ids], "tag:", ids)
             keys = pd.concat([params, tags], axis=1) if len(tags.columns) else params
             derived = pd.DataFrame({
-                "nodes": [self.runs[i]["node_count"] for i in ids],
+                "nodes": _counts([self.runs[i].get("node_count") for i in ids]),
                 "benchmark": [self.runs[i]["benchmark"] for i in ids],
                 "origin": [origin(self.runs[i]) for i in ids],
                 "system": [(self.systems.get(self.runs[i].get("system_id") or "") or {}).get("hostname")
                            for i in ids]}, index=ids)
-            if "tag:system" in keys:
-                derived["system"] = derived["system"].where(derived["system"].notna(), keys["tag:system"])
+            for key in JOB_KEYS:  # an imported job report's cluster and host group (always columns: None unknown)
+                found = [((self.runs[i].get("facts") or {}).get("job") or {}).get(key) for i in ids]
+                derived[key] = pd.Series([str(v) if v else None for v in found], index=ids, dtype=object)
+            loaded = [(self.runs[i].get("facts") or {}).get("blas_loaded_variant") for i in ids]
+            if any(loaded):
+                derived["blas_loaded"] = loaded
+            effective = [effective_placement(self.runs[i]) for i in ids]
+            for key in sorted({k for e in effective for k in e}):  # what the launcher did where nothing was asked
+                column = pd.Series([e.get(key) for e in effective], index=ids, dtype=object)
+                derived[key] = column.where(column.notna(), keys[key]) if key in keys else column
+            for key in ("system", *JOB_KEYS):  # a tag fills what neither the store nor the file says
+                if f"tag:{key}" in keys:
+                    derived[key] = derived[key].where(derived[key].notna(), keys[f"tag:{key}"])
+            keys = _filled_by_tags(keys)
             self._keys = pd.concat([keys.drop(columns=[c for c in derived if c in keys]), derived], axis=1)
         return self._keys
+
+
+def _counts(values: list) -> pd.Series | list:
+    """Node counts as a column: integers when all are known, else floats with NaN for the unknown."""
+    if all(v is not None for v in values):
+        return values
+    return pd.Series([float("nan") if v is None else float(v) for v in values], dtype="float64").to_numpy()
+
+
+FILLED_PARAMS = ("ranks", "threads", "blas", "mpi", "interconnect")  # a tag given at import fills these
+
+
+def _filled_by_tags(keys: pd.DataFrame) -> pd.DataFrame:
+    """A `tag:K` given at import fills parameter K where the file does not state it (as identity does)."""
+    for key in FILLED_PARAMS:
+        tag = f"tag:{key}"
+        if tag not in keys:
+            continue
+        given = keys[tag]
+        if key in ("ranks", "threads"):
+            given = pd.to_numeric(given, errors="coerce").where(lambda v: v > 0)
+        keys[key] = keys[key].where(keys[key].notna(), given) if key in keys else given
+    return keys
 
 
 COLUMNS = ["run_id", "benchmark", "name", "value", "unit", "labels", "valid", "nodes", "higher_is_better"]
@@ -106,9 +173,15 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def load(store: Store, selection: Selection, names: set[str] | None, lazy: bool = False) -> Dataset:
+def load(store: Store, selection: Selection, names: set[str] | None, lazy: bool = False,
+         rpeak_node_gflops: float | None = None) -> Dataset:
     """The selected runs and their metrics of these names (all metrics for None); with `lazy`, each
-    name is read when `Dataset.of` first asks for it (the store must stay open until then)."""
+    name is read when `Dataset.of` first asks for it (the store must stay open until then).
+
+    Each run's `node_count` is known or None (never a default 1), and a run whose Rmax is above
+    what its known nodes can do (plausibility.py, against the measured peak or Rpeak, the
+    user's `rpeak_node_gflops` included) carries `run["suspect"]` = the reason, which
+    flags.run_flags reads wherever the run goes."""
     runs = {r["id"]: r for r in select_runs(store, selection)}
     for run in runs.values():
         run["node_count"] = node_count(run)
@@ -119,8 +192,29 @@ def load(store: Store, selection: Selection, names: set[str] | None, lazy: bool 
             systems[row["id"]] = {"hostname": row["hostname"], "info": json.loads(row["info"])}
     empty = pd.DataFrame(columns=COLUMNS)
     if lazy and names is not None:
-        return Dataset(runs, empty, systems, _reader=lambda more: metric_frame(store, more, runs))
-    return Dataset(runs, metric_frame(store, names, runs) if runs else empty, systems)
+        data = Dataset(runs, empty, systems, _reader=lambda more: metric_frame(store, more, runs))
+    else:
+        data = Dataset(runs, metric_frame(store, names, runs) if runs else empty, systems)
+    data.rpeak_node_gflops = rpeak_node_gflops
+    data.measured = measured_peaks(store, systems) if systems else {}
+    _mark_suspect(store, data)
+    return data
+
+
+def _mark_suspect(store: Store, data: Dataset) -> None:
+    """Set run["suspect"] on the runs whose Rmax is impossible; reads the Rmax values only of the
+    runs that have both a known node count and a peak (none for a store of imported files without
+    --rpeak-node)."""
+    rmax = rmax_metrics()
+    benchmarks = {b for b, _ in rmax}
+    judged = {rid: run for rid, run in data.runs.items() if run["benchmark"] in benchmarks
+              and run.get("node_count") is not None and data.peak_of(run) is not None}
+    if not judged:
+        return
+    values = metric_frame(store, {name for _, name in rmax}, judged)
+    values = values[values["valid"]] if len(values) else values
+    for run_id, reason in suspect_runs(judged, values, data.peak_of).items():
+        data.runs[run_id]["suspect"] = reason
 
 
 def metric_frame(store: Store, names: set[str] | None, runs: dict[str, dict]) -> pd.DataFrame:
@@ -148,8 +242,9 @@ def metric_frame(store: Store, names: set[str] | None, runs: dict[str, dict]) ->
         "unit": pd.Series(unit, dtype=object),
         "labels": pd.Series(np.array(decoded + [None], dtype=object)[label_codes], dtype=object),
         "valid": valid.astype(bool) & per_run(lambda r: bool(r["valid"]), bool),
-        "nodes": per_run(lambda r: r["node_count"]), "higher_is_better": higher.astype(bool)})
-    return frame[COLUMNS]
+        "nodes": pd.to_numeric(per_run(lambda r: r.get("node_count")), errors="coerce"),  # NaN: not stated
+        "higher_is_better": higher.astype(bool)})
+    return drop_not_applicable(frame[COLUMNS]).reset_index(drop=True)
 
 
 MAX_KEY_VALUE_CHARS = 200  # a longer parameter (a command line, a script) names no configuration

@@ -7,9 +7,12 @@ memory may be nothing like this machine's.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from clusterbench.analysis.flags import counts
+from clusterbench.analysis.identity import known_node_count
 from clusterbench.store.db import Store
 
 if TYPE_CHECKING:
@@ -17,17 +20,36 @@ if TYPE_CHECKING:
 
 
 def learned_hpl_efficiency(system: SystemInfo, db: str | Path | None = None) -> float | None:
-    """Median Rmax/Rpeak of valid stored HPL results on this system, if any.
+    """Median Rmax/Rpeak of the stored HPL results on this system that count, if any.
 
-    None also when the system cannot be recognised (a topology read from a file has no software
-    or memory facts to fingerprint) or the store cannot be read: planning must not stop over it."""
-    rpeak = system.rpeak_total_gflops
-    if not rpeak or system.software is None and system.memory is None:
+    Each value is held against the Rpeak of the nodes its run states it used (a node's Rpeak x
+    `identity.known_node_count`): a run whose node count is unknown says nothing about efficiency
+    and is left out, and so are runs whose flags keep them from counting (truncated, suspect,
+    excluded...) and values above 100%, which cannot be true. None also when the system cannot be
+    recognised (a topology read from a file has no software or memory facts to fingerprint) or the
+    store cannot be read: planning must not stop over it."""
+    node_rpeak = system.rpeak_node_gflops
+    if not node_rpeak or system.software is None and system.memory is None:
         return None
     try:
         with Store(db, read_only=True) as store:
             rows = store.metric_rows("hpl_gflops", system_id=system.fingerprint(), valid_only=True)
+            extra = {r["id"]: r for r in store.find_runs(("id", "source", "nodes", "reason"))} if rows else {}
     except Exception:  # noqa: BLE001 - an unreadable store must not stop planning
         return None
-    values = sorted(r["value"] / rpeak for r in rows)
+    values = []
+    for row in rows:
+        more = extra.get(row["run_id"])
+        run = {"params": json.loads(row["params"] or "{}"), "tags": json.loads(row["tags"] or "{}"),
+               "facts": json.loads(row["facts"] or "{}"), "status": row["status"], "valid": row["run_valid"],
+               "excluded": row["excluded"] if "excluded" in row.keys() else None,
+               "source": more["source"] if more else None, "nodes": more["nodes"] if more else None,
+               "reason": more["reason"] if more else None}
+        nodes = known_node_count(run)
+        if nodes is None or not counts(run):
+            continue
+        efficiency = row["value"] / (node_rpeak * nodes)
+        if 0 < efficiency <= 1:
+            values.append(efficiency)
+    values.sort()
     return values[len(values) // 2] if values else None

@@ -1,10 +1,12 @@
 """Stored runs as `clusterbench results` lists and exports them, and why a filter matched nothing.
 
-An export has one record per metric value, with its run's identity, status, parameters and
-flags (analysis.flags: truncated, name-conflict, ...), so that a spreadsheet or a script needs
-no join. A listing that comes back empty although runs are stored says which filter value is
-stored nowhere (with the close names that are), since a typo in a campaign or metric name is
-the usual cause.
+An export has one record per metric value, with its run's identity, status, parameters,
+flags (analysis.flags: truncated, name-conflict, excluded, ...), the reason it was excluded
+and its notes, so that a spreadsheet or a script needs no join. The listing knows how many
+runs matched in all (`total`), so a table that shows the newest 50 says what it leaves out.
+A listing that comes back empty although runs are stored says which filter value is stored
+nowhere (with the close names that are), since a typo in a campaign or metric name is the
+usual cause.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 from clusterbench.analysis.flags import run_flags
 from clusterbench.analysis.select import Selection, no_match_error, select_rows
 from clusterbench.errors import UserInputError
-from clusterbench.store.db import Store, decoded_run
+from clusterbench.store.db import Store, decode_notes, decoded_run
 
 
 def as_bool(value) -> bool | None:
@@ -29,6 +31,14 @@ def as_bool(value) -> bool | None:
 class Listing:
     runs: list[sqlite3.Row]  # newest first
     records: list[dict]  # one per metric value of those runs (only `metric`'s when given)
+    total: int = 0  # runs that match in all: more than len(runs) when `limit` cut the list
+
+    @property
+    def shown_note(self) -> str | None:
+        """'50 of 2,345 runs shown; --limit 0 for all' when the limit hid runs, else None."""
+        if self.total <= len(self.runs):
+            return None
+        return f"{len(self.runs):,} of {self.total:,} runs shown; --limit 0 for all"
 
 
 def list_runs(store: Store, benchmark: str | None = None, campaign: str | None = None, status: str | None = None,
@@ -43,10 +53,16 @@ def list_runs(store: Store, benchmark: str | None = None, campaign: str | None =
         rows = select_rows(store, selection, rows)
         if not rows and store.run_count():
             raise no_match_error(store, selection)
+        total = len(rows)
         rows = rows[:limit] if limit else rows
+    elif limit and len(rows) == limit:
+        total = store.count_runs(benchmark=benchmark, campaign=campaign, status=status)
+    else:
+        total = len(rows)
     records = []
     for r in rows:
         flags = row_flags(r)
+        excluded, notes = curation(r)
         for m in store.metrics(r["id"]):
             if metric and m["name"] != metric:
                 continue
@@ -55,7 +71,7 @@ def list_runs(store: Store, benchmark: str | None = None, campaign: str | None =
                 "status": r["status"], "run_valid": as_bool(r["valid"]), "started_at": r["started_at"],
                 "params": json.loads(r["params"]), "metric": m["name"], "value": m["value"],
                 "unit": m["unit"], "labels": json.loads(m["labels"]), "metric_valid": bool(m["valid"]),
-                "flags": flags,
+                "flags": flags, "excluded": excluded, "notes": notes,
             })
     if metric and rows and not records:
         names = store.metric_names(r["id"] for r in rows)
@@ -63,12 +79,21 @@ def list_runs(store: Store, benchmark: str | None = None, campaign: str | None =
         raise UserInputError(f"no metric {metric!r} in {newest}runs that match",
                              hint=("--limit 0 looks at every run; " if newest else "")
                              + suggest(metric, names, "their metrics"))
-    return Listing(rows, records)
+    return Listing(rows, records, total)
 
 
 def row_flags(row: sqlite3.Row) -> list[str]:
-    """analysis.flags.run_flags of a stored run row (its facts decoded)."""
-    return run_flags({"status": row["status"], "valid": row["valid"], "reason": row["reason"], "facts": _facts(row)})
+    """analysis.flags.run_flags of a stored run row (its facts decoded, its exclusion read)."""
+    return run_flags({"status": row["status"], "valid": row["valid"], "reason": row["reason"], "facts": _facts(row),
+                      "excluded": curation(row)[0]})
+
+
+def curation(row) -> tuple[str | None, list[str]]:
+    """(the reason a run was excluded or None, its notes) of a run row or a decoded run; a row
+    read without its curation (a column subset) has neither."""
+    keys = row.keys() if hasattr(row, "keys") else ()
+    excluded = row["excluded"] if "excluded" in keys else None
+    return (str(excluded) if excluded is not None else None), decode_notes(row["notes"] if "notes" in keys else None)
 
 
 def _facts(row: sqlite3.Row) -> dict:
@@ -167,11 +192,17 @@ class RunDetails:
     row: sqlite3.Row
     metrics: list[sqlite3.Row]
     artifacts: list[dict]
+    excluded_at: str | None = None  # when it was excluded (its reason is row["excluded"])
+    notes: list[sqlite3.Row] = ()  # (at, text), oldest first
 
     def to_dict(self) -> dict:
         """The run as `results RUN_ID --format json` prints it: JSON columns and labels decoded."""
         data = decoded_run(self.row)
         data["flags"] = row_flags(self.row)
+        data["excluded_at"] = self.excluded_at
+        if self.notes:
+            data["notes"] = [str(note["text"]) for note in self.notes]
+            data["notes_at"] = [note["at"] for note in self.notes]
         data["metrics"] = [dict(m) | {"labels": json.loads(m["labels"])} for m in self.metrics]
         data["artifacts"] = self.artifacts
         return data
@@ -181,7 +212,9 @@ def run_details(store: Store, run_id: str) -> RunDetails:
     row = store.run(run_id)
     if row is None:
         raise UserInputError(f"no run with id {run_id!r}", hint="list run ids with `clusterbench results`")
-    return RunDetails(row, store.metrics(run_id), [dict(a) for a in store.artifacts(run_id)])
+    exclusion = store.exclusion(run_id)
+    return RunDetails(row, store.metrics(run_id), [dict(a) for a in store.artifacts(run_id)],
+                      exclusion["excluded_at"] if exclusion else None, store.notes(run_id))
 
 
 def no_match(store: Store, **filters: str | None) -> UserInputError:

@@ -13,7 +13,8 @@ A selection is a list of terms, each a word of its own or separated by commas:
 
 OP is one of = != >= <= > <. A bare KEY is the run's tag KEY when it has one (a tag given at
 import says what the file did not), else its parameter KEY, else one of the run's own values:
-`nodes` (how many nodes it used), `system` (host name or system id), `status`, `campaign`,
+`nodes` (how many nodes it used; an imported run whose file and tags state none has no node
+count and matches no `nodes` term), `system` (host name or system id), `status`, `campaign`,
 `benchmark`, `source`. Values compare as canonical names for the keys that have them (so
 blas=openblas_serial finds a stored 'openblas-serial'), as numbers when both sides are numbers
 (nodes>=4, n=13440.0), else as text. A list (a parameter swept inside one run) matches when one
@@ -39,6 +40,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from clusterbench.analysis.identity import known_node_count
 from clusterbench.bench.canonical import canonical_value
 from clusterbench.errors import UserInputError
 from clusterbench.store.db import Store
@@ -219,7 +221,8 @@ def lookup(run: dict, kind: str, key: str, hosts: dict[str, str | None]) -> tupl
             node = node[part]
         return True, node
     if key == "nodes":
-        return True, node_count(run)
+        count = node_count(run)
+        return count is not None, count
     if key == "system":
         ids = [v for v in (hosts.get(run.get("system_id") or ""), run.get("system_id")) if v]
         return bool(ids), ids
@@ -228,20 +231,11 @@ def lookup(run: dict, kind: str, key: str, hosts: dict[str, str | None]) -> tupl
     return False, None
 
 
-def node_count(run: dict) -> int:
-    """Nodes a run used: its `nodes` parameter, an imported file's host count, else its node list."""
-    params = run["params"]
-    for key in ("nodes", "hosts"):
-        if isinstance(params.get(key), int) and not isinstance(params[key], bool) and params[key] > 0:
-            return params[key]
-    if run.get("nodes"):
-        from ClusterShell.NodeSet import NodeSet
-
-        try:
-            return max(1, len(NodeSet(run["nodes"])))
-        except Exception:  # a node list that is not a node set (an imported free-text field)
-            return 1
-    return 1
+def node_count(run: dict) -> int | None:
+    """Nodes a run used, None when nothing states it: `identity.known_node_count` (a `nodes` or
+    `hosts` parameter, a `nodes` tag given at import, the node list; 1 only for a run clusterbench
+    ran itself). An imported file that states no node count is never put at 1 node."""
+    return known_node_count(run)
 
 
 # ---------------------------------------------------------------- parsing
@@ -382,8 +376,11 @@ def _candidates(store: Store, selection: Selection, needs: set[str],
     JSON text somewhere, falls back to decoding each run's params and tags."""
     plan = _extracts(selection)
     if plan is not None:
-        columns = ("id", *sorted({DERIVED_COLUMNS[t.key] for t in selection.conditions
-                                  if t.kind == "auto" and t.key in DERIVED_COLUMNS}))
+        derived = {DERIVED_COLUMNS[t.key] for t in selection.conditions
+                   if t.kind == "auto" and t.key in DERIVED_COLUMNS}
+        if "nodes" in derived:  # whether a run without a node list knows it ran on one machine
+            derived.add("source")
+        columns = ("id", *sorted(derived))
         try:
             rows = store.find_runs(columns, [(column, path) for column, path, _ in plan], **pushed)
         except sqlite3.OperationalError:  # malformed JSON in some run (or SQLite without JSON functions)

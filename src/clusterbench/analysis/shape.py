@@ -32,13 +32,17 @@ numpy operation over all values at once: a figure over 100,000 runs costs tens o
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 from pandas.api.types import is_numeric_dtype
 
+from clusterbench.analysis import identity
 from clusterbench.analysis.dataset import Dataset
+from clusterbench.analysis.flags import NOT_COUNTED, run_flags
+from clusterbench.analysis.stats import DEFAULT_CV_WARN, t95
 from clusterbench.errors import UserInputError
 
 MAX_SERIES = 8  # lines in one panel: Okabe-Ito has 8 colours, a legend beyond that is not read
@@ -47,9 +51,15 @@ MAX_POINTS = 5000  # points in one figure; beyond, a table (and the CSV)
 MAX_CATEGORIES = 24  # a text key with more values is an identifier (a date, a file), not a configuration
 MAX_KEYS = 8  # keys a user may name per role (series, facets, best over)
 MAX_KEY_CHARS = 100
+MAX_CV_WARN = 10.0  # a CV threshold beyond 1000% marks nothing
 BEST, MEAN = "best", "mean"
 
 VALUE, RUN, BETTER = "@value", "@run", "@better"  # internal columns; no key starts with '@'
+FLAGS = "@flags"  # the run's flags that keep it out of bests and means (flags.NOT_COUNTED), '' when counted
+CONFIG = "@config"  # the run's configuration (analysis/identity.py): values repeat only within one
+REPEATS = "repeats"  # `best over repeats`: the best repeat, not the mean of 3 or more (the old default)
+MIN_MEAN_REPEATS = 3  # repeats of one configuration drawn as their mean with its 95% interval
+PRINTED_DIGITS = 5  # values equal at this many significant digits (HPL's Gflop/s, the report's cells) tie
 DERIVED = ("nodes", "grid", "ppn", "workers", "system", "origin", "benchmark")
 DECIDED_BY_X = ("nodes",)  # an x that decides other keys: a key it decides is not a line (interconnect)
 # Keys never inferred as a line or panel: `hosts` is what `nodes` counts (and absent on most runs).
@@ -58,7 +68,7 @@ NEVER_INFERRED = ("hosts",)
 _DEPENDENT = {"p": ("grid",), "q": ("grid",), "grids": ("grid",), "ranks": ("grid",), "hosts": ("nodes",),
               "ppn": ("ranks", "nodes", "grid"), "workers": ("threads", "ranks", "grid")}
 DEFAULT_SERIES = ("blas", "tuning", "layout", "pinning", "places", "bind", "bind_to", "proc_bind", "map_by",
-                  "rank_by", "interconnect", "net_if", "mpi", "benchmark", "system")
+                  "rank_by", "interconnect", "net_if", "mpi", "benchmark", "system", "cluster", "host_group")
 DEFAULT_FACETS = ("nodes", "ranks", "ppn", "threads", "workers")
 NAMES = {"nb": "NB", "n": "N", "grid": "P x Q", "p": "P", "q": "Q", "tv": "T/V variant", "nodes": "node count",
          "ppn": "processes per node", "workers": "threads x tasks", "bytes": "message size", "blas": "BLAS",
@@ -96,9 +106,17 @@ class Choice:
     title: str | None = None
     labels: dict = field(default_factory=dict)  # only values with these labels (test: PingPong)
     where: dict[str, str] = field(default_factory=dict)  # field -> 'report.yaml:12', for errors
+    cv_warn: float | None = None  # a point whose repeats' CV exceeds this is marked (None: stats.DEFAULT_CV_WARN)
 
     def keys(self) -> list[str]:
-        return [k for k in (self.x, *(self.series or ()), *(self.facets or ()), *(self.best_over or ())) if k]
+        return [k for k in (self.x, *(self.series or ()), *(self.facets or ()), *self.over_keys()) if k]
+
+    def over_keys(self) -> tuple[str, ...]:
+        """The keys of best over, without `repeats` (which is no key: it asks for the best repeat)."""
+        return tuple(k for k in self.best_over or () if k != REPEATS)
+
+    def best_repeat(self) -> bool:
+        return REPEATS in (self.best_over or ())
 
 
 @dataclass
@@ -115,17 +133,23 @@ class Shape:
     pooled: list[tuple[str, int]] = field(default_factory=list)  # text keys with too many values to draw
     moved: list[str] = field(default_factory=list)  # series keys turned into panels (too many lines)
     chosen: bool = False  # the user chose at least one role
+    best_repeat: bool = False  # BEST: the best repeat even of 3 or more (`best over repeats`), not their mean
+    cv_warn: float = DEFAULT_CV_WARN  # a point whose repeats spread more is marked
 
     def caption(self) -> str:
         """'Best over P x Q, T/V variant and N; one panel per node count; one line per BLAS.'"""
         over = [name(k) for k in independent(self.over)]
-        if self.repeats:
+        if self.repeats and (self.combine != BEST or self.best_repeat):
             over.append("repeats")
         if self.combine == BEST:
-            parts = [f"Best valid value over {_and(over)}" if over else "Best valid value"]
+            parts = [f"Best counted value over {_and(over)}" if over else "Best counted value"]
+            if self.repeats and not self.best_repeat:
+                parts.append(f"{MIN_MEAN_REPEATS} or more repeats of one configuration compete as their mean, "
+                             "drawn with its 95% interval (Student's t; best over repeats: the best repeat)")
         else:
-            parts = [f"Mean over {_and(over)}, bars from the minimum to the maximum" if over
-                     else "Each point is one value"]
+            parts = [f"Mean over {_and(over)}, bars from the minimum to the maximum, or the 95% interval of the "
+                     f"mean (Student's t) where a point is {MIN_MEAN_REPEATS} or more repeats of one configuration"
+                     if over else "Each point is one value"]
         if self.facets:
             parts.append("one panel per " + _and([name(k) for k in self.facets]))
         if self.series:
@@ -144,10 +168,17 @@ class Shape:
 class ShapedPoint:
     x: float
     y: float
-    y_min: float | None
+    y_min: float | None  # the bar: the 95% interval of a mean of repeats (`bar` 'ci95') or the range
     y_max: float | None
     runs: list[str]
     extra: dict
+    n: int = 1  # values behind the point (a best: those it was chosen from; a mean: those averaged)
+    repeats: int = 1  # repeats of the configuration drawn (a mean of repeats, or the best's own)
+    cv: float | None = None  # std / mean of those repeats (None below 2)
+    bar: str = ""  # 'ci95', 'range' or '' (no bar)
+    flags: str = ""  # a flagged run's value ('truncated', 'suspect'): drawn marked, never a best or a mean
+    tied_with: list[str] = field(default_factory=list)  # runs of other values equal to a best as printed
+    high_cv: bool = False  # the repeats spread more than the figure's CV threshold
 
 
 @dataclass
@@ -155,6 +186,7 @@ class ShapedSeries:
     label: str
     points: list[ShapedPoint]
     values: dict  # series key -> value
+    marked: list[ShapedPoint] = field(default_factory=list)  # flagged runs' values: drawn apart, not joined
 
 
 @dataclass
@@ -167,15 +199,21 @@ class ShapedPanel:
 @dataclass
 class Drawing:
     """A figure's points, grouped: the first `drawn` panels are drawn, the others tabulated
-    (`drawn` is 0 when the figure is a table: too many lines or points)."""
+    (`drawn` is 0 when the figure is a table: too many lines or points). `notes` are added to
+    the caption: what was kept apart, what is marked."""
 
     shape: Shape
     panels: list[ShapedPanel]
     drawn: int
     why_table: str = ""
+    notes: list[str] = field(default_factory=list)
+    unplaced: pd.DataFrame | None = None  # values whose x is not stated: not drawn, listed in the CSV
 
     def points(self) -> int:
-        return sum(len(s.points) for p in self.panels for s in p.series)
+        return sum(len(s.points) + len(s.marked) for p in self.panels for s in p.series)
+
+    def caption(self) -> str:
+        return " ".join([self.shape.caption(), *self.notes])
 
 
 # ----------------------------------------------------------------------------- the values
@@ -207,7 +245,56 @@ def frame(data: Dataset, rows: pd.DataFrame, values: pd.Series | None = None,
     out[VALUE] = (values if values is not None else rows["value"]).to_numpy(dtype=float)
     out[RUN] = rows["run_id"].to_numpy()
     out[BETTER] = rows["higher_is_better"].to_numpy(dtype=bool)
+    out[FLAGS], out[CONFIG] = run_marks(data, out[RUN])
     return _derive(out)
+
+
+def run_marks(data: Dataset, runs: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Per value: its run's flags that keep it out of bests and means ('truncated, suspect'; '' when
+    counted: analysis/flags.py, the dataset's own `flags` when it has one), and its run's configuration
+    number (analysis/identity.py: runs are repeats only when every key either states is equal)."""
+    codes, ids = pd.factorize(runs.to_numpy(dtype=object))
+    own = getattr(data, "flags", None)
+    marks = []
+    for rid in ids:
+        found = own(rid) if callable(own) else run_flags(data.runs.get(rid) or {})
+        marks.append(", ".join(f for f in found if f in NOT_COUNTED))
+    configs = configurations(data, list(ids))
+    return (np.asarray(marks, dtype=object)[codes] if len(ids) else np.asarray([], dtype=object),
+            np.asarray(configs, dtype=np.int64)[codes] if len(ids) else np.asarray([], dtype=np.int64))
+
+
+def configurations(data: Dataset, run_ids: list[str]) -> list[int]:
+    """A configuration number per run (identity.configuration_ids over the dataset's identity frame),
+    computed once per dataset: every figure's frame reads it (100,000 runs cost seconds to group)."""
+    if not run_ids:
+        return []
+    numbers = _configuration_numbers(data)
+    missing = [i for i in run_ids if i not in numbers.index]
+    if missing:  # runs the dataset does not hold (a frame made by hand): numbered on their own
+        hostnames = {sid: (info or {}).get("hostname") for sid, info in data.systems.items()}
+        frame = identity.identity_frame({i: data.runs.get(i) or {} for i in missing}, hostnames)
+        extra = identity.configuration_ids(frame) + (int(numbers.max()) + 1 if len(numbers) else 0)
+        numbers = pd.concat([numbers, extra])
+    return numbers.reindex(run_ids).astype("int64").tolist()
+
+
+_CONFIGURATIONS: dict[int, tuple[weakref.ref, pd.Series]] = {}  # id(dataset) -> (the dataset, its numbers)
+
+
+def _configuration_numbers(data: Dataset) -> pd.Series:
+    key = id(data)
+    found = _CONFIGURATIONS.get(key)
+    if found is not None and found[0]() is data:
+        return found[1]
+    own = getattr(data, "identity", None)
+    frame = own() if callable(own) else None
+    if not isinstance(frame, pd.DataFrame):
+        hostnames = {sid: (info or {}).get("hostname") for sid, info in data.systems.items()}
+        frame = identity.identity_frame(data.runs, hostnames)
+    numbers = identity.configuration_ids(frame) if len(frame.columns) else pd.Series(0, index=frame.index)
+    _CONFIGURATIONS[key] = (weakref.ref(data, lambda _ref, k=key: _CONFIGURATIONS.pop(k, None)), numbers)
+    return numbers
 
 
 def _scalar(value):
@@ -239,8 +326,14 @@ def _derive(out: pd.DataFrame) -> pd.DataFrame:
         out["ppn"] = ranks / nodes
     threads = _number(out.get("threads"))
     one = pd.Series(1.0, index=out.index)
-    out["workers"] = (one if threads is None else threads.fillna(1.0)) * (one if ranks is None else ranks.fillna(1.0))
+    # A count no value states is 1 for all (a benchmark without threads); one some values state and others
+    # do not is unknown for those: their workers are not stated either, never computed from a default 1.
+    out["workers"] = _stated_or_one(threads, one) * _stated_or_one(ranks, one)
     return out
+
+
+def _stated_or_one(column: pd.Series | None, one: pd.Series) -> pd.Series:
+    return one if column is None or column.isna().all() else column
 
 
 def keys_of(values: pd.DataFrame) -> list[str]:
@@ -332,6 +425,9 @@ def check_choice(choice: Choice) -> None:
                                  hint=f"a key is a label, parameter or tag name of at most {MAX_KEY_CHARS} characters")
     if choice.mean and choice.best_over:
         raise UserInputError("best over and mean exclude each other", hint="give one of them")
+    if choice.cv_warn is not None and not (0 < choice.cv_warn <= MAX_CV_WARN):
+        raise UserInputError(f"cv_warn {choice.cv_warn!r} is not a fraction in (0, {MAX_CV_WARN:g}]",
+                             hint="write 0.05 for 5%")
 
 
 def infer(values: pd.DataFrame, family: Family, choice: Choice | None = None) -> Shape:
@@ -351,7 +447,7 @@ def infer(values: pd.DataFrame, family: Family, choice: Choice | None = None) ->
         (k for k in family.x if k in numeric), None)
     named_series = [resolve(values, k, "series") for k in choice.series] if choice.series is not None else None
     named_facets = [resolve(values, k, "facet") for k in choice.facets] if choice.facets is not None else None
-    named_over = [resolve(values, k, "best over") for k in choice.best_over or ()]
+    named_over = [resolve(values, k, "best over") for k in choice.over_keys()]
     combine = MEAN if choice.mean else BEST if choice.best_over else family.combine
     taken = {x, *family.nuisance, *NEVER_INFERRED, *named_over, *(named_series or ()), *(named_facets or ())}
     pooled = sorted((k, codes.count(k)) for k in varies - taken - numeric if codes.count(k) > MAX_CATEGORIES)
@@ -379,10 +475,28 @@ def infer(values: pd.DataFrame, family: Family, choice: Choice | None = None) ->
     group = [k for k in (*facets, *series, x) if k]
     ids, groups = codes.groups(group)
     over = [k for k in keys if k in varies and k not in group and codes.refine(ids, k)[1] > groups]
+    apart = _stated_and_not(values, over, family, taken) if named_series is None else []
+    if apart := codes.split_further(apart, group):  # workers adds nothing to threads and ranks
+        # A configuration key some values state and others do not is never combined: known and unknown
+        # are lines of their own ('threads not stated'), and the caption says so.
+        series, facets, more = _fit(codes, [*series, *apart], facets)
+        moved += more
+        group = [k for k in (*facets, *series, x) if k]
+        ids, groups = codes.groups(group)
+        over = [k for k in keys if k in varies and k not in group and codes.refine(ids, k)[1] > groups]
     over.sort(key=lambda k: (family.nuisance.index(k) if k in family.nuisance else len(family.nuisance)))
     repeats = codes.groups(keys)[1] < len(values)
     return Shape(x, series, facets, combine, over, repeats, bool(x and x in varies), pooled, moved,
-                 chosen=bool(choice.keys() or choice.mean))
+                 chosen=bool(choice.keys() or choice.mean or choice.best_repeat()), best_repeat=choice.best_repeat(),
+                 cv_warn=DEFAULT_CV_WARN if choice.cv_warn is None else choice.cv_warn)
+
+
+def _stated_and_not(values: pd.DataFrame, over: list[str], family: Family, taken: set) -> list[str]:
+    """The combined configuration keys (the figure's series candidates and the counts: nodes, ranks,
+    threads, ...) that some values state and others do not."""
+    order = list(dict.fromkeys([*family.series, *DEFAULT_FACETS]))
+    return [k for k in order if k in over and k not in family.nuisance and k not in taken
+            and values[k].isna().any() and values[k].notna().any()]
 
 
 def _series_order(family: Family, keys: list[str]) -> list[str]:
@@ -413,39 +527,149 @@ def _fit(codes: _Codes, series: list[str], facets: list[str]) -> tuple[list[str]
 # ----------------------------------------------------------------------------- the points
 
 
-def aggregate(values: pd.DataFrame, shape: Shape) -> pd.DataFrame:
-    """One row per point (facets x series x x): for BEST the winning value's row (every key as it
-    was) with `@n` the number of values it was chosen from; for MEAN the group's keys with `@value`
-    the mean, `@min`/`@max` and `@n`. `@runs` lists the runs behind each point."""
+POINT_COLUMNS = ("@n", "@min", "@max", "@runs", "@repeats", "@cv", "@bar", "@tied")
+
+
+def _empty(values: pd.DataFrame) -> pd.DataFrame:
+    return values.iloc[0:0].assign(**{c: [] for c in POINT_COLUMNS})
+
+
+def placed(values: pd.DataFrame, shape: Shape) -> pd.DataFrame:
+    """The values a figure can place: a stated, finite x and a finite value."""
+    return values[values[shape.x].notna() & np.isfinite(values[VALUE])]
+
+
+def counted(values: pd.DataFrame, flagged: bool = False) -> pd.DataFrame:
+    """The values of counted runs (`flagged`: those of flagged runs); all of them without a FLAGS column."""
+    if FLAGS not in values:
+        return values.iloc[0:0] if flagged else values
+    keep = values[FLAGS].fillna("").astype(str) != ""
+    return values[keep if flagged else ~keep]
+
+
+def aggregate(values: pd.DataFrame, shape: Shape, mean_repeats: bool = False) -> pd.DataFrame:
+    """One row per point (facets x series x x) from the values of COUNTED runs only (a flagged run is
+    never a best nor averaged: `marked` draws it apart). Within a point, values are repeats only when
+    their run is the same configuration (identity.py, CONFIG) and every key is equal.
+
+    `mean_repeats` (what figures do, through `draw`; a table of winning runs leaves it False): 3 or more
+    repeats of one configuration are summarised by their mean with its 95% t-interval, unless
+    `shape.best_repeat` (`best over repeats`).
+    BEST: every value competes, except that MIN_MEAN_REPEATS or more repeats of one configuration
+    compete as their mean (with `mean_repeats`); the row is the winner's (every key as it was),
+    `@value` its value or mean, `@min`/`@max` the 95% t-interval of a mean, `@tied` the runs of the
+    other contenders equal to it as printed (PRINTED_DIGITS significant digits).
+    MEAN: the point's mean, `@min`/`@max` its range, or the 95% t-interval of the mean when the point
+    is MIN_MEAN_REPEATS or more repeats of one configuration.
+    Always: `@n` the values behind the point, `@repeats` and `@cv` those of the configuration drawn
+    (MEAN over several: the largest configuration and the largest CV), `@bar` 'ci95', 'range' or '',
+    `@runs` the runs behind the point."""
     if shape.x is None:
-        return values.iloc[0:0].assign(**{"@n": [], "@min": [], "@max": [], "@runs": []})
-    values = values[values[shape.x].notna() & np.isfinite(values[VALUE])]
-    group = [*shape.facets, *shape.series, shape.x]
-    codes = _Codes(values, group)
-    ids, _ = codes.groups(group)
+        return _empty(values)
+    values = counted(placed(values, shape))
     if len(values) == 0:
-        return values.assign(**{"@n": [], "@min": [], "@max": [], "@runs": []})
+        return _empty(values)
+    group = [*shape.facets, *shape.series, shape.x]
+    rest = [k for k in [*keys_of(values), *([CONFIG] if CONFIG in values else [])] if k not in group]
+    codes = _Codes(values, [*group, *rest])
+    ids, _ = codes.groups(group)
+    cfg, _ = codes.groups([*group, *rest])  # a configuration within a point: refines the point
+    raw = values[VALUE].to_numpy(dtype=float)
+    per = pd.Series(raw).groupby(cfg)
+    c_n = np.bincount(cfg)
+    c_mean, c_std = per.mean().to_numpy(), per.std(ddof=1).to_numpy()
+    c_cv = np.where((c_n > 1) & (c_mean != 0), c_std / np.where(c_mean != 0, np.abs(c_mean), 1.0), np.nan)
+    c_runs = _runs_per_group(cfg, values[RUN].to_numpy(dtype=object), np.arange(len(c_n)))
+    half = np.array([t95(int(n) - 1) if n > 1 else np.nan for n in c_n]) * c_std / np.sqrt(c_n)
     counts = np.bincount(ids)
+    mean_repeats = mean_repeats and not shape.best_repeat
     if shape.combine == BEST:
-        raw = values[VALUE].to_numpy()
-        score = np.where(values[BETTER].to_numpy(), raw, -raw)
+        return _best(values, ids, cfg, counts, raw, c_n, c_mean, c_cv, c_runs, half, mean_repeats)
+    _, first = np.unique(ids, return_index=True)
+    out = values.iloc[first].copy()
+    grouped = pd.Series(raw).groupby(ids)
+    gid = ids[first]
+    configs = pd.Series(cfg).groupby(ids).nunique().reindex(gid).to_numpy()
+    single = (configs == 1) & (counts[gid] >= MIN_MEAN_REPEATS) & mean_repeats
+    mean = grouped.mean().reindex(gid).to_numpy()
+    first_cfg = cfg[first]
+    out[VALUE] = mean
+    out["@min"] = np.where(single, mean - half[first_cfg], grouped.min().reindex(gid).to_numpy())
+    out["@max"] = np.where(single, mean + half[first_cfg], grouped.max().reindex(gid).to_numpy())
+    out["@n"] = counts[gid]
+    cfg_n = pd.Series(c_n[cfg]).groupby(ids).max().reindex(gid).to_numpy()
+    cfg_cv = pd.Series(c_cv[cfg]).groupby(ids).max().reindex(gid).to_numpy()
+    out["@repeats"] = cfg_n
+    out["@cv"] = cfg_cv
+    out["@bar"] = np.where(single, "ci95", np.where(counts[gid] > 1, "range", ""))
+    out["@runs"] = _runs_per_group(ids, values[RUN].to_numpy(dtype=object), gid)
+    out["@tied"] = [[] for _ in range(len(out))]
+    return out.reset_index(drop=True)
+
+
+def _best(values, ids, cfg, counts, raw, c_n, c_mean, c_cv, c_runs, half, mean_repeats: bool) -> pd.DataFrame:
+    """BEST's points (see aggregate): contenders are the values, or the mean of 3+ repeats of one configuration."""
+    as_mean = (c_n[cfg] >= MIN_MEAN_REPEATS) & mean_repeats
+    _, first_of_cfg = np.unique(cfg, return_index=True)
+    is_first = np.zeros(len(cfg), dtype=bool)
+    is_first[first_of_cfg] = True
+    contender = ~as_mean | is_first
+    value = np.where(as_mean, c_mean[cfg], raw)
+    score = np.where(values[BETTER].to_numpy(dtype=bool), value, -value)
+    rows = np.flatnonzero(contender)
+    order = rows[np.lexsort((-score[rows], ids[rows]))]
+    winners = order[np.r_[True, ids[order][1:] != ids[order][:-1]]]
+    printed = {}
+    for row in rows:  # contenders equal to their point's winner as printed
+        printed.setdefault((int(ids[row]), f"{value[row]:.{PRINTED_DIGITS}g}"), []).append(row)
+    out = values.iloc[winners].copy()
+    win_cfg = cfg[winners]
+    mean_won = as_mean[winners]
+    out[VALUE] = value[winners]
+    out["@n"] = counts[ids[winners]]
+    out["@min"] = np.where(mean_won, value[winners] - half[win_cfg], np.nan)
+    out["@max"] = np.where(mean_won, value[winners] + half[win_cfg], np.nan)
+    out["@repeats"] = c_n[win_cfg]
+    out["@cv"] = c_cv[win_cfg]
+    out["@bar"] = np.where(mean_won, "ci95", "")
+    run_ids = values[RUN].to_numpy(dtype=object)
+
+    def runs_of(row) -> list[str]:
+        return list(c_runs[cfg[row]]) if as_mean[row] else [run_ids[row]]
+
+    out["@runs"] = [runs_of(w) for w in winners]
+    tied = []
+    for w in winners:
+        others = [r for r in printed[(int(ids[w]), f"{value[w]:.{PRINTED_DIGITS}g}")] if r != w]
+        tied.append(sorted({run for r in others for run in runs_of(r)}) if others else [])
+    out["@tied"] = tied
+    return out.reset_index(drop=True)
+
+
+def marked(values: pd.DataFrame, shape: Shape) -> pd.DataFrame:
+    """The values of FLAGGED runs, one row per point and run (BEST: its best value there, MEAN: its mean),
+    with `@flags`: drawn apart with their own marker, never a best nor part of a mean."""
+    if shape.x is None:
+        return _empty(values)
+    values = counted(placed(values, shape), flagged=True)
+    if len(values) == 0:
+        return _empty(values)
+    group = [*shape.facets, *shape.series, shape.x, RUN]
+    ids, _ = _Codes(values, group).groups(group)
+    raw = values[VALUE].to_numpy(dtype=float)
+    if shape.combine == BEST:
+        score = np.where(values[BETTER].to_numpy(dtype=bool), raw, -raw)
         order = np.lexsort((-score, ids))
         first = order[np.r_[True, ids[order][1:] != ids[order][:-1]]]
         out = values.iloc[first].copy()
-        out["@n"] = counts[ids[first]]
-        out["@min"] = np.nan
-        out["@max"] = np.nan
-        out["@runs"] = [[r] for r in out[RUN]]
-        return out.reset_index(drop=True)
-    _, first = np.unique(ids, return_index=True)
-    out = values.iloc[first].copy()
-    grouped = values[VALUE].groupby(ids)
-    gid = ids[first]
-    out[VALUE] = grouped.mean().reindex(gid).to_numpy()
-    out["@min"] = grouped.min().reindex(gid).to_numpy()
-    out["@max"] = grouped.max().reindex(gid).to_numpy()
-    out["@n"] = counts[gid]
-    out["@runs"] = _runs_per_group(ids, values[RUN].to_numpy(dtype=object), gid)
+    else:
+        _, first = np.unique(ids, return_index=True)
+        out = values.iloc[first].copy()
+        out[VALUE] = pd.Series(raw).groupby(ids).mean().reindex(ids[first]).to_numpy()
+    out["@n"] = np.bincount(ids)[ids[first]]
+    out["@min"], out["@max"], out["@repeats"], out["@cv"], out["@bar"] = np.nan, np.nan, 1, np.nan, ""
+    out["@runs"] = [[r] for r in out[RUN]]
+    out["@tied"] = [[] for _ in range(len(out))]
     return out.reset_index(drop=True)
 
 
@@ -459,30 +683,39 @@ def _runs_per_group(ids: np.ndarray, runs: np.ndarray, order: np.ndarray) -> lis
     return [names[run[bounds[g]:bounds[g + 1]]].tolist() for g in order]
 
 
+MAX_UNPLACED = MAX_POINTS  # values without an x listed in the CSV
+
+
 def draw(values: pd.DataFrame, shape: Shape, names: dict[str, dict] | None = None, default_label: str = "",
          winner_keys: list[str] | None = None) -> Drawing:
     """The points grouped into panels and series, sorted (numbers as numbers, missing last); the
-    winner's values of `winner_keys` (default: the keys it was best over) in each point's extra."""
-    points = aggregate(values, shape)
+    winner's values of `winner_keys` (default: the keys it was best over) in each point's extra.
+    Flagged runs' values are each series' `marked` points; values without an x are `unplaced`
+    (listed in the CSV); what was kept apart or marked is said in the drawing's notes."""
+    points = aggregate(values, shape, mean_repeats=True)
+    flagged = marked(values, shape)
     carried = [k for k in (winner_keys if winner_keys is not None else independent(shape.over))
                if k in points.columns]
-    columns = list(dict.fromkeys([*shape.facets, *shape.series, shape.x, VALUE, "@min", "@max", "@n", "@runs",
-                                  *carried]))
-    points = points[columns]
-    panels: dict[tuple, dict[tuple, list]] = {}
-    for rec in points.to_dict("records"):  # plain(): NaN is None, so every missing value groups as one
-        panel = tuple(plain(rec.get(k)) for k in shape.facets)
-        series = tuple(plain(rec.get(k)) for k in shape.series)
-        panels.setdefault(panel, {}).setdefault(series, []).append(rec)
+    columns = list(dict.fromkeys([*shape.facets, *shape.series, shape.x, VALUE, *POINT_COLUMNS, *carried]))
+    panels: dict[tuple, dict[tuple, tuple[list, list]]] = {}
+    for kind, frame_ in ((0, points), (1, flagged)):
+        if not len(frame_):
+            continue
+        extra = [FLAGS] if kind and FLAGS in frame_ else []
+        for rec in frame_[[c for c in [*columns, *extra] if c in frame_]].to_dict("records"):
+            panel = tuple(plain(rec.get(k)) for k in shape.facets)  # plain(): NaN is None, one group
+            series = tuple(plain(rec.get(k)) for k in shape.series)
+            panels.setdefault(panel, {}).setdefault(series, ([], []))[kind].append(rec)
     out = []
     for panel in sorted(panels, key=_sort_key):
         title = ", ".join(value_text(k, v, names) for k, v in zip(shape.facets, panel, strict=True))
         lines = []
         for series in sorted(panels[panel], key=_sort_key):
             label = series_label(shape.series, series, names)
-            recs = sorted(panels[panel][series], key=lambda r: r[shape.x])
+            recs, marks = (sorted(r, key=lambda r: r[shape.x]) for r in panels[panel][series])
             lines.append(ShapedSeries(label or default_label, [_point(r, shape, carried) for r in recs],
-                                      dict(zip(shape.series, series, strict=True))))
+                                      dict(zip(shape.series, series, strict=True)),
+                                      [_point(r, shape, carried) for r in marks]))
         out.append(ShapedPanel(title, lines, dict(zip(shape.facets, panel, strict=True))))
     drawing = Drawing(shape, out, min(len(out), MAX_PANELS))
     widest = max((len(p.series) for p in out), default=0)
@@ -491,18 +724,53 @@ def draw(values: pd.DataFrame, shape: Shape, names: dict[str, dict] | None = Non
                                                "instead of a figure; choose the series with --series")
     elif drawing.points() > MAX_POINTS:
         drawing.drawn, drawing.why_table = 0, f"{drawing.points():,} points (more than {MAX_POINTS:,}): a table"
+    drawing.notes = _notes(values, shape, drawing)
+    if shape.x is not None:
+        unplaced = values[values[shape.x].isna() & np.isfinite(values[VALUE])]
+        if len(unplaced):
+            drawing.unplaced = unplaced.head(MAX_UNPLACED)
+            drawing.notes.append(f"{len(unplaced):,} value(s) whose {name(shape.x)} is not stated are not drawn "
+                                 f"against it (kept apart: listed in the CSV with an empty x).")
     return drawing
+
+
+def _notes(values: pd.DataFrame, shape: Shape, drawing: Drawing) -> list[str]:
+    """What the caption must add: keys whose unknown values are kept apart, marks drawn."""
+    notes = []
+    for key in [*shape.facets, *shape.series]:
+        column = values[key] if key in values else None
+        if column is not None and column.isna().any() and column.notna().any():
+            notes.append(f"Values that do not state the {name(key)} are kept apart from those that do "
+                         f"('{name(key)} not stated').")
+    pts = [pt for p in drawing.panels for s in p.series for pt in s.points]
+    kinds = sorted({f for p in drawing.panels for s in p.series for pt in s.marked for f in pt.flags.split(", ")
+                    if f})
+    if kinds:
+        notes.append(f"Values of flagged runs ({', '.join(kinds)}) are drawn apart with their own marker, never a "
+                     "best nor averaged.")
+    if any(pt.tied_with for pt in pts):
+        notes.append(f"A ringed point is a best tied with other runs (equal to {PRINTED_DIGITS} significant "
+                     "digits): tied_with in the CSV.")
+    if any(pt.high_cv for pt in pts):
+        notes.append(f"A point in a square spreads: the CV of its repeats is above {shape.cv_warn:.0%}.")
+    return notes
 
 
 def _point(rec: dict, shape: Shape, carried: list[str]) -> ShapedPoint:
     n = int(rec["@n"])
+    repeats = int(plain(rec.get("@repeats")) or 1)
+    cv = plain(rec.get("@cv"))
+    cv = float(cv) if cv is not None else None
+    bar = str(rec.get("@bar") or "")
+    lo, hi = (float(rec["@min"]), float(rec["@max"])) if bar else (None, None)
+    flags = str(rec.get(FLAGS) or "")
+    common = {"n": n, "repeats": repeats, "cv": cv, "bar": bar, "flags": flags,
+              "tied_with": list(rec.get("@tied") or []), "high_cv": cv is not None and cv > shape.cv_warn}
     if shape.combine == BEST:
         extra = {k: plain(rec.get(k)) for k in carried}
         extra["best of"] = n
-        return ShapedPoint(float(rec[shape.x]), float(rec[VALUE]), None, None, list(rec["@runs"]), extra)
-    spread = n > 1
-    return ShapedPoint(float(rec[shape.x]), float(rec[VALUE]), float(rec["@min"]) if spread else None,
-                       float(rec["@max"]) if spread else None, list(rec["@runs"]), {})
+        return ShapedPoint(float(rec[shape.x]), float(rec[VALUE]), lo, hi, list(rec["@runs"]), extra, **common)
+    return ShapedPoint(float(rec[shape.x]), float(rec[VALUE]), lo, hi, list(rec["@runs"]), {}, **common)
 
 
 # ----------------------------------------------------------------------------- text

@@ -6,7 +6,8 @@ A benchmark package states, beside its parser (in its `output.py`):
   into `Result`s, the runs an import stores (`store/importer.py` asks the registry which format
   a file is, never a benchmark by name);
 - `MetricSpec`s: for every metric name its unit, better direction, the labels that tell its values
-  apart within a run, and the `ReportUse`s: which report section draws it, in which role, and how
+  apart within a run, which printed values mean "not applicable" (HPCC's -1), and the
+  `ReportUse`s: which report section draws it, in which role, and how
   it is shown there (`report/*` ask the registry which metrics they draw).
 
 Its Benchmark class points at them (`output_formats`, `metrics`); `bench/registry.py` collects
@@ -18,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from clusterbench.bench.metrics import Outcome
+from clusterbench.bench.metrics import Outcome, is_finite
 
 
 @dataclass
@@ -78,6 +79,17 @@ class MetricSpec:
     higher_is_better: bool = True
     labels: tuple[str, ...] = ()  # the labels that tell its values within one run apart (test, bytes)
     uses: tuple[ReportUse, ...] = ()
+    # What "does not apply" looks like when the benchmark prints it: values it writes instead of a
+    # measurement (HPCC's -1 for a figure it did not run), and whether any negative value is one (a
+    # latency, a bandwidth, a rate cannot be negative). Such values, and NaN or infinities, are absent
+    # from every table and figure: never averaged, never a best.
+    not_applicable: tuple[float, ...] = ()
+    negative_not_applicable: bool = False
+
+    def applies(self, value: float) -> bool:
+        """Is this stored value a measurement (not a "does not apply" marker, nor NaN/inf)?"""
+        return is_finite(value) and value not in self.not_applicable and not (
+            self.negative_not_applicable and value < 0)
 
     def use(self, section: str, role: str | None = None) -> ReportUse | None:
         """Its use in this section (in this role), None if the section does not draw it."""

@@ -37,12 +37,12 @@ class PingPong(NativeKernel):
     default_ranks = 2
     threaded_default = False
     metrics = (  # the network section draws the per-size figures (MB/s = 10^6 byte/s)
-        MetricSpec("pingpong_time_us", "us", False, ("bytes",),
+        MetricSpec("pingpong_time_us", "us", False, ("bytes",), negative_not_applicable=True,
                    uses=(ReportUse("network", "latency", "ping-pong", order=10),)),
-        MetricSpec("pingpong_bandwidth", "MB/s", True, ("bytes",),
+        MetricSpec("pingpong_bandwidth", "MB/s", True, ("bytes",), negative_not_applicable=True,
                    uses=(ReportUse("network", "bandwidth", "ping-pong", order=10),)),
-        MetricSpec("latency_us", "us", False, ("bytes",)),
-        MetricSpec("peak_bandwidth", "MB/s", True, ("bytes",)),
+        MetricSpec("latency_us", "us", False, ("bytes",), negative_not_applicable=True),
+        MetricSpec("peak_bandwidth", "MB/s", True, ("bytes",), negative_not_applicable=True),
     )
     parameters = (
         Param("min_log2", int, 0, "smallest non-zero size is 2^min_log2 bytes (0 bytes is always measured)",

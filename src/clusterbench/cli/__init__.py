@@ -20,6 +20,7 @@ COMMANDS = {
     "history": "history_cmd", "import": "import_cmd", "pin": "pin_cmd", "plan": "plan_cmd",
     "report": "report_cmd", "compare": "report_cmd", "results": "results_cmd", "run": "run_cmd",
     "system": "system_cmd", "tag": "tag_cmd", "untag": "tag_cmd", "tune": "tune_cmd",
+    "exclude": "curate_cmd", "include": "curate_cmd", "note": "curate_cmd",
 }
 MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 _VALUED_OPTIONS = ("--db", "--limit")  # the main options that take a value (cli/app.py main_options)
@@ -56,7 +57,23 @@ def command_word(argv: list[str]) -> str | None:
     return None
 
 
+def version() -> str:
+    """The installed clusterbench's version (its package metadata; the source's when not installed)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("clusterbench")
+    except PackageNotFoundError:
+        from clusterbench import __version__
+
+        return __version__
+
+
 def main() -> None:
+    if sys.argv[1:2] in (["--version"], ["-V"]):  # answered before typer and rich are imported: fast
+        print(f"clusterbench {version()}")
+        return
     from rich.markup import escape
 
     from clusterbench import limits

@@ -42,6 +42,16 @@ MpiOpt = Annotated[MpiChoice | None, typer.Option(
     "--mpi", help="MPI: openmpi or mpich (default: the mpirun and mpicc on PATH).")]
 
 
+def _show_version(value: bool) -> None:
+    """--version when the app runs in-process (the `clusterbench` command answers it in cli.main,
+    before typer is imported)."""
+    if value:
+        from clusterbench.cli import version
+
+        console.print(f"clusterbench {version()}", highlight=False)
+        raise typer.Exit()
+
+
 @app.callback()
 def main_options(
     db: Annotated[str | None, typer.Option(
@@ -51,6 +61,8 @@ def main_options(
         "--limit", metavar="NAME=VALUE",
         help="Raise or lower one of the bounds on what input may make clusterbench build, for this command "
              "(repeatable), e.g. --limit max_runs=200000.")] = None,
+    show_version: Annotated[bool, typer.Option(
+        "--version", "-V", is_eager=True, callback=_show_version, help="Print the version and exit.")] = False,
 ) -> None:
     from clusterbench import limits
     from clusterbench.errors import UserInputError

@@ -5,7 +5,9 @@ its parser cannot read, ...) is skipped and named with its reason; its neighbour
 Exit 0 when every file is fine, or when some were skipped but at least one file's results are
 in the store (a warning names the skipped ones); exit 2 when no file could be imported and at
 least one was skipped (or with `--strict`, when any file was skipped); exit 1 when the database
-fails.
+fails. Outputs whose names do not fit `--name-pattern` are counted and named in the summary; with
+`--strict` they are refused (exit 2) before anything is stored. Importing the same files again
+with another pattern or other tags updates the results stored before and says how many changed.
 """
 
 from __future__ import annotations
@@ -34,18 +36,21 @@ def import_outputs(
         "--rpeak-node", help="Rpeak of one node of the system the files come from (Gflop/s): an HPL or HPCC "
                              "result above 10x Rpeak x nodes is stored as invalid.")] = None,
     strict: Annotated[bool, typer.Option(
-        "--strict", help="Exit 2 if any file was skipped (the good ones are stored all the same).")] = False,
+        "--strict", help="Exit 2 if any file was skipped (the good ones are stored all the same), or if an "
+                         "output's name does not fit --name-pattern (then nothing is stored).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the totals and the skipped files.")] = False,
 ) -> None:
     """Recognise HPL, HPCC, HPCG, IMB, OSU and STREAM outputs by content and store each result.
 
-    Importing the same files again stores nothing new (a content hash identifies each result);
-    with --tag, the runs stored before get the tags ("retagged").
+    Importing the same files again stores nothing new (a content hash identifies each result) but
+    corrects what the import adds: with another --name-pattern, the fields read from the names; with
+    --tag, the tags ("retagged"); and the validity that depends on them. The summary says how many
+    stored results changed.
     """
     from clusterbench.bench.metrics import is_finite
     from clusterbench.errors import UserInputError
-    from clusterbench.store.importer import expand_paths, import_files
+    from clusterbench.store.importer import MAX_NAMES_LISTED, bounded_list, expand_paths, import_files
 
     if rpeak_node is not None and not (is_finite(rpeak_node) and rpeak_node > 0):
         raise UserInputError(f"--rpeak-node must be a positive number of Gflop/s, got {rpeak_node:g}")
@@ -56,12 +61,17 @@ def import_outputs(
                                          disable=quiet or as_json) as progress:
         task = progress.add_task("import", total=len(files))
         report = import_files(store, files, tags, name_pattern, campaign,
-                              on_file=lambda rep: progress.advance(task), rpeak_node_gflops=rpeak_node)
+                              on_file=lambda rep: progress.advance(task), rpeak_node_gflops=rpeak_node,
+                              refuse_name_mismatches=strict)
     skipped = report.skipped
+    mismatched = report.name_mismatches
+    updated, duplicates = report.total("updated"), report.total("duplicates")
     if as_json:
         print(json.dumps({
             "database": str(store.path), "files": len(report.files), "stored": report.total("stored"),
-            "already_stored": report.total("duplicates"), "retagged": report.total("retagged"),
+            "already_stored": duplicates, "retagged": report.total("retagged"),
+            "updated": updated, "unchanged": duplicates - updated, "changed": report.changed(),
+            "name_mismatches": len(mismatched), "name_mismatch_files": mismatched[:MAX_NAMES_LISTED],
             "invalid": report.total("invalid"),
             "files_imported": report.imported,
             "skipped": [{"file": f.path, "reason": f.skipped} for f in skipped],
@@ -75,15 +85,22 @@ def import_outputs(
             for col in columns:
                 table.add_column(col)
             for f in report.files:
-                note = f"skipped: {f.skipped}" if f.skipped else (f.note or "; ".join(f.invalid_reasons[:2]))
+                note = f"skipped: {f.skipped}" if f.skipped else (f.note or "; ".join(
+                    (["name does not match --name-pattern"] if f.name_mismatch else []) + f.invalid_reasons[:2]))
                 retagged = (str(f.retagged),) if tags else ()
                 table.add_row(escape(_short(f.path)), f.kind or "-", str(f.stored), str(f.duplicates), *retagged,
                               str(f.invalid), escape(note), style="yellow" if f.skipped else None)
             console.print(table)
-        retagged = f" ({report.total('retagged')} retagged)" if tags and report.total("duplicates") else ""
-        console.print(f"{report.total('stored')} result(s) stored, {report.total('duplicates')} already stored"
+        retagged = f" ({report.total('retagged')} retagged)" if tags and duplicates else ""
+        console.print(f"{report.total('stored')} result(s) stored, {duplicates} already stored"
                       f"{retagged}, {report.total('invalid')} invalid, from {len(report.files)} file(s)"
                       + (f"; {len(skipped)} file(s) skipped" if skipped else ""), soft_wrap=True)
+        if duplicates:
+            console.print(_updated_line(updated, duplicates, report.changed()), soft_wrap=True, highlight=False)
+        if mismatched:
+            console.print(f"[yellow]{len(mismatched)} output file(s) do not match --name-pattern[/] "
+                          f"{escape(repr(name_pattern))}: nothing was read from their names: "
+                          f"{escape(bounded_list(mismatched))}", soft_wrap=True, highlight=False)
     if skipped:
         err_console.print(f"[yellow]warning:[/] {len(skipped)} file(s) skipped, nothing of them stored:",
                           soft_wrap=True, highlight=False)
@@ -96,6 +113,15 @@ def import_outputs(
         if strict:
             raise UserInputError(f"--strict: {len(skipped)} file(s) skipped (named above); the results of the "
                                  f"other {len(report.files) - len(skipped)} file(s) are stored")
+
+
+def _updated_line(updated: int, duplicates: int, changed: dict[str, int]) -> str:
+    """'12 results updated: fields from names/tags changed (params 12, tags 12); 3 unchanged'."""
+    if not updated:
+        return f"{duplicates} result(s) stored before: unchanged"
+    what = ", ".join(f"{key} {count}" for key, count in sorted(changed.items()))
+    return (f"{updated} result(s) updated: fields from names/tags changed ({what}); "
+            f"{duplicates - updated} unchanged")
 
 
 def _short(path: str) -> str:

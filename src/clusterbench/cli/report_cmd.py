@@ -122,33 +122,53 @@ def compare(
     alpha: Annotated[float, typer.Option(help="Significance level.")] = 0.05,
     all_metrics: Annotated[bool, typer.Option(
         "--all", help="Also unitless values (HPCC echoes its parameters as such).")] = False,
+    match_on: Annotated[str | None, typer.Option(
+        "--match-on", help="Match only these keys, comma-separated (nodes,bytes), and compare the best value of "
+                           "each side per metric: best against best, no test. Default: every key but the ones "
+                           "under study must match.")] = None,
+    every_pair: Annotated[bool, typer.Option(
+        "--every-pair", help="Print every pair, also those with too few repeats for a test.")] = False,
     out: Annotated[Path | None, typer.Option(
         "--out", "-o", help="Also write the comparison as a report (HTML, Markdown, CSV) into this folder.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the verdict and the rows as JSON.")] = False,
 ) -> None:
-    """Baseline against candidate: per metric the means, the change in %, a p-value and n.
+    """Baseline against candidate, pair by pair of the same configuration: first one verdict (the
+    geometric mean of candidate/baseline with its 95% interval, significant changes either way),
+    then per pair the means, the change in %, a p-value and n.
 
-    No verdict is given below 3 valid repeats on a side. Selections take the same terms as
-    `report`; separate several terms of one side with commas (campaign:a,tag:blas=blis).
+    The keys under study are the ones the selections name (blas=openblas against blas=mkl), else
+    those in which the sides differ as wholes; every other key must match within a pair, or the
+    comparison is refused with the nearest pairs. Flagged runs (failed, invalid, truncated,
+    suspect, disturbed, excluded) are on neither side. No verdict is given below 3 valid repeats
+    on a side. Selections take the same terms as `report`; separate several terms of one side
+    with commas (campaign:a,tag:blas=blis).
     """
     from clusterbench.analysis.compare import compare as run_compare
     from clusterbench.analysis.select import parse_selection
+    from clusterbench.report.comparison import rows_shown, verdict_lines
     from clusterbench.report.comparison import section as comparison_section
 
     if not 0 < alpha < 1:
         raise UserInputError(f"--alpha must be in (0, 1), got {alpha:g}")
     with open_store(read_only=True) as store:
         a, b = parse_selection(baseline, store), parse_selection(candidate, store)
-        rows = run_compare(store, a, b, test.value, alpha, metric, all_metrics)
-        if not rows:
-            raise UserInputError("the two selections have no metric in common",
-                                 hint="check the selections with `clusterbench results --campaign NAME`")
-        section = comparison_section(rows, a.describe(), b.describe(), test.value, alpha)
+        result = run_compare(store, a, b, test.value, alpha, metric, all_metrics,
+                             list(_keys(match_on)) if match_on is not None else None)
+        rows = result.rows
+        section = comparison_section(result, a.describe(), b.describe(), test.value, alpha)
         if as_json:
-            print(json.dumps([asdict(r) for r in rows], indent=2))
+            print(json.dumps({"verdict": asdict(result.summary) | {"word": result.summary.word},
+                              "under_study": result.under_study, "match_on": result.match_on,
+                              "left_out": result.left_out, "rows": [asdict(r) for r in rows]}, indent=2))
         else:
+            for line in verdict_lines(result):
+                console.print(escape(line), soft_wrap=False)
             _print_sides(store, rows)
-            console.print(_compare_table(section.title, rows))
+            shown, hidden = rows_shown(rows, every_pair)
+            if shown:
+                console.print(_compare_table(section.title, shown))
+            if hidden:
+                console.print(f"{hidden} pairs with too few values for a test not listed (--every-pair lists them)")
         if out:
             from clusterbench.report.build import comparison_report
             from clusterbench.report.render import write
@@ -171,8 +191,7 @@ def _print_sides(store, rows) -> None:
     a_runs = sorted({i for r in rows for i in r.a_runs})
     b_runs = sorted({i for r in rows for i in r.b_runs})
     found = sides_differ(store, a_runs, b_runs)
-    if not found:
-        console.print("baseline and candidate runs differ in nothing recorded (beyond what varies within a side)")
+    if not found:  # the verdict's 'under study' line says what the sides differ in
         return
     shown = found[:MAX_SIDE_DIFFERENCES]
     title = "What differs between the sides (values every run of a side shares)"
@@ -197,6 +216,7 @@ def _compare_table(title: str, rows) -> Table:
         change = f"{r.change_pct:+.1f}%" if r.change_pct is not None else "-"
         p = f"{r.p_value:.3g}" if r.p_value is not None else "-"
         style = {"better": "green", "worse": "red"}.get(r.verdict)
-        table.add_row(escape(r.metric + (f" [{r.labels}]" if r.labels else "")), escape(r.unit), side(r.a),
+        what = ", ".join(x for x in (r.labels, r.configuration) if x)
+        table.add_row(escape(r.metric + (f" [{what}]" if what else "")), escape(r.unit), side(r.a),
                       side(r.b), change, p, escape(r.verdict), style=style)
     return table

@@ -16,6 +16,9 @@ from clusterbench.cli.app import app, console, open_store
 from clusterbench.errors import UserInputError
 from clusterbench.report import csvsafe
 
+TABLE_LIMIT = 50  # runs the table shows unless --limit says otherwise; an export has every run selected
+CELL_CHARS = 60  # a reason or note in a table cell: longer ones are cut ('...'), `results RUN` shows them whole
+
 
 class Format(str, Enum):
     table = "table"
@@ -35,7 +38,9 @@ def results(
         help="Only runs matching these selection terms, comma-separated (repeatable): KEY=VALUE (also != >= <= "
              "> <) on a tag, parameter, nodes, system or status, tag:K=V, param:K=V, fact:PATH=V, campaign:NAME, "
              "e.g. --select blas=openblas-serial,nodes>=4.")] = None,
-    limit: Annotated[int, typer.Option(help="At most this many runs (0: all).")] = 50,
+    limit: Annotated[int | None, typer.Option(
+        help=f"At most this many runs, newest first (0: all). Default: {TABLE_LIMIT} in the table (it says how "
+             "many it leaves out), all in a csv or json export.", show_default=False)] = None,
     fmt: Annotated[Format, typer.Option("--format", help="table, csv or json.")] = Format.table,
     group_by: Annotated[str | None, typer.Option(
         "--group-by", help="Statistics per configuration of these parameters/labels/tags, e.g. nb,blas.")] = None,
@@ -60,6 +65,10 @@ def results(
         if group_by is not None or stat is not None:
             _print_stats(store, campaign, benchmark, metric, group_by, stat, cv_warn, fmt, selection)
             return
+        if limit is None:
+            limit = TABLE_LIMIT if fmt == Format.table else 0
+        if limit < 0:
+            raise UserInputError(f"--limit {limit} is negative", hint="give a number of runs, or 0 for all")
         listing = list_runs(store, benchmark, campaign, status, metric, limit or None, selection)
         if fmt == Format.json:
             print(json.dumps(listing.records, indent=2))
@@ -67,6 +76,8 @@ def results(
             _write_csv(listing.records)
         else:
             _print_runs(store, listing.runs)
+            if listing.shown_note:
+                console.print(listing.shown_note, highlight=False)
 
 
 def _print_stats(store, campaign, benchmark, metric, group_by, stat, cv_warn, fmt, selection=None) -> None:
@@ -78,11 +89,15 @@ def _print_stats(store, campaign, benchmark, metric, group_by, stat, cv_warn, fm
         table = _selected_stats(store, selection, stats, campaign, benchmark, metric, keys, cv_warn)
     else:
         table = stats_table(store, stats, campaign, benchmark, metric, keys, cv_warn)
-    if fmt == Format.json:
-        print(table.to_json(orient="records", indent=2))
-        return
-    if fmt == Format.csv:
-        csvsafe.frame(table).to_csv(sys.stdout, index=False)
+    if fmt in (Format.json, Format.csv):  # an unknown key is null for a program ('not stated' is for people)
+        from clusterbench.analysis.identity import UNKNOWN_TEXT
+
+        keys = config_columns(table)
+        table[keys] = table[keys].astype(object).where(table[keys] != UNKNOWN_TEXT, None)
+        if fmt == Format.json:
+            print(table.to_json(orient="records", indent=2))
+        else:
+            csvsafe.frame(table).to_csv(sys.stdout, index=False)
         return
     constant = [c for c in ("benchmark", "metric", "unit") if table[c].nunique() <= 1]
     note = ", ".join(f"{c} {table[c].iloc[0]}" for c in constant if table[c].iloc[0])
@@ -141,11 +156,11 @@ def _cell(value, column: str) -> str:
 def _write_csv(records: list[dict]) -> None:
     """Export records (analysis.listing) as CSV: dict cells as sorted JSON, text made formula-safe."""
     cols = ["run_id", "benchmark", "campaign", "status", "run_valid", "started_at", "params", "metric",
-            "value", "unit", "labels", "metric_valid", "flags"]
+            "value", "unit", "labels", "metric_valid", "flags", "excluded", "notes"]
     w = csv.DictWriter(sys.stdout, fieldnames=cols, lineterminator="\n")
     w.writeheader()
-    for rec in records:
-        w.writerow({k: csvsafe.cell(_csv_value(v)) for k, v in rec.items()})
+    for rec in records:  # notes are free text (commas and all): a JSON list, not 'a, b'
+        w.writerow({k: csvsafe.cell(json.dumps(v) if k == "notes" else _csv_value(v)) for k, v in rec.items()})
 
 
 def _csv_value(value):
@@ -164,7 +179,7 @@ def _plain(value):
 
 
 def _print_runs(store, rows) -> None:
-    from clusterbench.analysis.listing import headline, placement, row_flags
+    from clusterbench.analysis.listing import curation, headline, placement, row_flags
 
     table = Table(title=f"Runs in {escape(str(store.path))}", title_justify="left")
     for col in ("run id", "benchmark", "status", "params", "headline", "placement", "flags", "duration",
@@ -176,14 +191,33 @@ def _print_runs(store, rows) -> None:
         style = "green" if r["status"] == "ok" else "red"
         verdict = placement(r)[0]
         shown = "[bold red]MISMATCH[/]" if verdict == "mismatch" else escape(verdict)
-        flags = ", ".join(row_flags(r))
         table.add_row(r["id"], r["benchmark"], f"[{style}]{r['status']}[/]", escape(short),
-                      escape(headline(store, r["id"])), shown, f"[yellow]{escape(flags)}[/]" if flags else "",
+                      escape(headline(store, r["id"])), shown, _flags_cell(row_flags(r), *curation(r)),
                       f"{r['duration_s']:.1f} s" if r["duration_s"] is not None else "-",
                       (r["started_at"] or "")[:19])
     console.print(table)
     if not rows:
         console.print(f"no runs stored yet in {escape(str(store.path))}: try `clusterbench run`")
+
+
+def _flags_cell(flags: list[str], excluded: str | None, notes: list[str]) -> str:
+    """A run's flags for the table, 'excluded (REASON)' with its reason, and how many notes it has
+    (the notes themselves: `results RUN`)."""
+    parts = [f"excluded ({shown_text(excluded, CELL_CHARS)})" if flag == "excluded" and excluded else flag
+             for flag in flags]
+    text = f"[yellow]{escape(', '.join(parts))}[/]" if parts else ""
+    if notes:
+        text += ("\n" if text else "") + escape(f"{len(notes)} note{'s' if len(notes) > 1 else ''}: "
+                                                 + shown_text(notes[-1], CELL_CHARS))
+    return text
+
+
+def shown_text(text, most: int | None = None) -> str:
+    """Stored free text (a reason, a note) as a terminal may show it: control characters as '?'
+    (a hostile database cannot move the cursor or recolour the screen), cut to `most` characters.
+    Rich markup is escaped by the caller."""
+    text = "".join(c if c.isprintable() else "?" for c in str(text))
+    return text if most is None or len(text) <= most else text[:most - 3] + "..."
 
 
 def _show_run(store, run_id: str, fmt: Format) -> None:
@@ -206,6 +240,13 @@ def _show_run(store, run_id: str, fmt: Format) -> None:
         console.print(f"flags: [yellow]{escape(', '.join(data['flags']))}[/]")
     if r["reason"]:
         console.print(f"reason: {escape(r['reason'])}")
+    if data.get("excluded"):
+        when = f" (since {str(data['excluded_at'])[:19]} UTC)" if data.get("excluded_at") else ""
+        console.print(f"[yellow]excluded[/]: {escape(shown_text(data['excluded']))}{when}; "
+                      f"`clusterbench include {escape(run_id)}` counts it again", highlight=False)
+    for i, note in enumerate(data["notes"]):
+        at = data.get("notes_at", [])[i] if i < len(data.get("notes_at", [])) else None
+        console.print(f"note{f' ({str(at)[:19]} UTC)' if at else ''}: {escape(shown_text(note))}", highlight=False)
     verdict, problems = placement(r)
     if verdict != "-":
         style = "bold red" if verdict == "mismatch" else "green" if verdict == "match" else "yellow"

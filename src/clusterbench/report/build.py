@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from clusterbench.analysis.dataset import Dataset, gc_paused, load
-from clusterbench.analysis.flags import flags_text
+from clusterbench.analysis.identity import UNKNOWN_TEXT, known_node_count
 from clusterbench.analysis.select import Selection
 from clusterbench.errors import UserInputError
 from clusterbench.execution.request import SETTING_PREFIX
@@ -21,6 +21,7 @@ from clusterbench.report import (
     memory,
     network,
     pinning,
+    repeats,
     system,
     tuning,
 )
@@ -43,7 +44,8 @@ def build(store: Store, selection: Selection, options: Options, title: str | Non
 def _build(store: Store, selection: Selection, options: Options, title: str | None,
            extra: list[Section] | None) -> Report:
     names = set().union(*(module.metrics() for module in SECTIONS)) | custom.metrics(options) | history.metrics()
-    data = load(store, selection, names, lazy=True)  # each metric read when a section first asks
+    data = load(store, selection, names, lazy=True,  # each metric read when a section first asks
+                rpeak_node_gflops=options.rpeak_node_gflops)
     if not data.runs:
         raise UserInputError(f"no stored runs match {selection.describe()!r}",
                              hint="list campaigns with `clusterbench campaign list`, runs with `clusterbench results`")
@@ -90,22 +92,32 @@ def comparison_report(store: Store, section: Section, run_ids: set[str], title: 
 
 
 def runs_table(data: Dataset) -> Table:
-    """One row per selected run: where every number in the report comes from, and its flags
-    (truncated, name-conflict, ...: analysis/flags.py)."""
+    """One row per selected run: where every number in the report comes from, its flags (truncated,
+    name-conflict, suspect, disturbed, excluded, ...: analysis/flags.py) with their reasons, and its notes.
+    A node count no file or tag states is 'not stated', never 1."""
     rows = []
     for run in data.runs.values():
         params = run["params"]
         shown = [k for k in SHOWN_PARAMS if k in params]
         shown += sorted(k for k in params if k.startswith(SETTING_PREFIX))
-        rows.append([[run["id"]], run["benchmark"], run["campaign"], run["status"], flags_text(run),
-                     run["node_count"], run["nodes"], " ".join([f"{k}={_short(params[k])}" for k in shown]),
+        rows.append([[run["id"]], run["benchmark"], run["campaign"], run["status"], repeats.flag_text(run),
+                     repeats.notes_text(run), _count_text(known_node_count(run)), run["nodes"],
+                     " ".join([f"{k}={_short(params[k])}" for k in shown]),
                      " ".join([f"{k}={v}" for k, v in run["tags"].items()]), (run["started_at"] or "")[:19],
                      run["duration_s"], run["workdir"] or run["facts"].get("source_file")])
     return Table("runs", f"Runs ({len(rows)})",
-                 ["runs", "benchmark", "campaign", "status", "flags", "nodes", "node list", "parameters", "tags",
-                  "started (UTC)", "duration (s)", "run directory or source file"], rows,
+                 ["runs", "benchmark", "campaign", "status", "flags", "notes", "nodes", "node list", "parameters",
+                  "tags", "started (UTC)", "duration (s)", "run directory or source file"], rows,
                  note="flags: failed, invalid, truncated (the output ends before its summary), warning (a remark "
-                      "in the run's reason), name-conflict (the file name says what the output contradicts).")
+                      "in the run's reason), name-conflict (the file name says what the output contradicts), "
+                      "suspect (a figure beyond what the machine can do), disturbed (other work took its CPUs), "
+                      "excluded (by a user, with the reason). A flagged run is never averaged nor a best. notes: "
+                      "`clusterbench note`. nodes 'not stated': no file or tag says how many.")
+
+
+def _count_text(count: int | None) -> int | str:
+    """A node count, or 'not stated' when no file or tag says (never 1 by default)."""
+    return UNKNOWN_TEXT if count is None else count
 
 
 def _short(value) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from clusterbench.analysis import lists
 from clusterbench.analysis.dataset import Dataset
 from clusterbench.bench import registry
+from clusterbench.report import repeats
 from clusterbench.report.model import Options, Section, Table
 
 POWER = "power_w"  # measured beside a run (system/power.py), not a benchmark's metric
@@ -37,14 +38,15 @@ def section(data: Dataset, options: Options) -> Section | None:
     hpcg, hpcg_run = _best(data, drawn("hpcg"))
     edition, entries = lists.load(options.top500_edition)
     title = lists.edition_title(edition)
-    ours = [rmax_run] if rmax_run else []  # the runs behind this system's row
+    ours = _tied(data, drawn("rmax"), rmax) if rmax_run else []  # the runs behind this system's row (a tie: all)
     out = Section("energy", "Energy and lists", [
         f"Placement on {title} (bundled list data from TOP500.org; see the data README). "
         "The efficiency order is derived from the systems of that edition with a power figure, "
         "so it approximates the Green500, which also admits systems outside the TOP500."])
     summary = Table("energy-summary", "Efficiency and placement", ["figure", "value", "source", "runs"], [])
-    summary.rows.append(["Rmax (Gflop/s)", rmax, "given with --rmax" if rmax_run is None else "best valid HPL run",
-                         ours])
+    summary.rows.append(["Rmax (Gflop/s)", rmax, "given with --rmax" if rmax_run is None else
+                         "best valid HPL run (flagged runs excluded)" + (f", a tie of {len(ours)}" if len(ours) > 1
+                                                                          else ""), ours])
     at_rmax = lists.by_rmax(entries, rmax)
     summary.rows.append([f"{title} rank by Rmax", _position(at_rmax, "TOP500"), "", []])
     out.tables.append(summary)
@@ -65,17 +67,31 @@ def section(data: Dataset, options: Options) -> Section | None:
                               "where RAPL energy counters or `ipmitool dcmi power reading` are available.")
     if hpcg:
         at_hpcg = lists.by_hpcg(entries, hpcg)
-        summary.rows.append(["HPCG (Gflop/s)", hpcg, "best valid HPCG run", [hpcg_run]])
+        summary.rows.append(["HPCG (Gflop/s)", hpcg, "best valid HPCG run (flagged runs excluded)",
+                             _tied(data, drawn("hpcg"), hpcg)])
         summary.rows.append([f"position by HPCG ({title})", _position(at_hpcg, "HPCG"), "", []])
     return out
 
 
 def _best(data: Dataset, names: list[str]) -> tuple[float | None, str | None]:
+    """The best value of a counted run (a truncated, suspect, disturbed or excluded run is never the best
+    placed on a list) and its run; of a tie, the first run by id (`_tied` names them all)."""
     rows = data.of(*names)
+    if not rows.empty:
+        rows = rows[repeats.counted_mask(data, rows["run_id"]).to_numpy()]
     if rows.empty:
         return None, None
-    best = rows.loc[rows["value"].idxmax()]
-    return float(best["value"]), best["run_id"]
+    top = rows[rows["value"] == rows["value"].max()]
+    return float(top["value"].iloc[0]), sorted(top["run_id"])[0]
+
+
+def _tied(data: Dataset, names: list[str], value: float | None) -> list[str]:
+    """Every counted run whose value equals the best: a tie is shown as one."""
+    rows = data.of(*names)
+    if value is None or rows.empty:
+        return []
+    rows = rows[repeats.counted_mask(data, rows["run_id"]).to_numpy() & (rows["value"] == value).to_numpy()]
+    return sorted(set(rows["run_id"]))
 
 
 def _power(data: Dataset, options: Options, run_id: str | None) -> tuple[float | None, str]:

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from clusterbench.analysis.shape import Drawing, name, size_text
+from clusterbench.analysis.shape import FLAGS, RUN, VALUE, Drawing, name, series_label, size_text, value_text
 from clusterbench.report import csvsafe
 from clusterbench.report.model import Figure, Panel, Point, Series, Table
 
@@ -54,24 +54,51 @@ def aggregate(samples: Iterable[tuple[str, float, float, str]]) -> list[Series]:
 def shaped_figure(slug: str, title: str, x_label: str, y_label: str, drawing: Drawing,
                   references: list[Series] = (), caption: str = "", **style) -> tuple[Figure | None, Table | None]:
     """The drawing as a Figure of its drawn panels (references in each), and a Table of the
-    points it could not draw (panels beyond the bound, or all of them when too many lines)."""
-    panels = [Panel(p.title, [Series(s.label, [Point(pt.x, pt.y, pt.y_min, pt.y_max, pt.runs, pt.extra)
-                                                for pt in s.points]) for s in p.series]) for p in drawing.panels]
+    points it could not draw (panels beyond the bound, or all of them when too many lines).
+    Flagged runs' values stay with their series (`marked`), values without an x too (`unplaced`,
+    in the CSV only), and the caption says what was kept apart or marked (Drawing.caption)."""
+    panels = [Panel(p.title, [Series(s.label, [_model_point(pt) for pt in s.points],
+                                     marked=[_model_point(pt) for pt in s.marked]) for s in p.series])
+              for p in drawing.panels]
     drawn, rest = panels[:drawing.drawn], panels[drawing.drawn:]
-    text = " ".join(t for t in (drawing.shape.caption(), caption) if t)
+    text = " ".join(t for t in (drawing.caption(), caption) if t)
     figure = None
-    if drawn and any(s.points for p in drawn for s in p.series):
+    if drawn and any(s.points or s.marked for p in drawn for s in p.series):
+        _attach_unplaced(drawing, drawn)
         for panel in drawn:
             panel.series += [Series(r.label, list(r.points), reference=True) for r in references]
         single = len(drawn) == 1 and not drawn[0].title
         figure = Figure(slug, title, x_label, y_label, drawn[0].series if single else [], caption=text,
-                        panels=[] if single else drawn, **style)
+                        panels=[] if single else drawn, cv_warn=drawing.shape.cv_warn, **style)
     table = None
     if rest:
         note = drawing.why_table or f"panels beyond the first {drawing.drawn} drawn"
         table = points_table(f"{slug}-points", f"{title}: {'the values' if not drawn else 'further panels'}",
                              x_label, y_label, rest, f"{note}. {text}")
     return figure, table
+
+
+def _model_point(pt) -> Point:
+    return Point(pt.x, pt.y, pt.y_min, pt.y_max, pt.runs, pt.extra, n=pt.n, repeats=pt.repeats, cv=pt.cv,
+                 bar=pt.bar, flags=pt.flags, tied_with=list(pt.tied_with), high_cv=pt.high_cv)
+
+
+def _attach_unplaced(drawing: Drawing, panels: list[Panel]) -> None:
+    """The values without an x, each with its series (by panel title and label) for the CSV."""
+    if drawing.unplaced is None or not len(drawing.unplaced):
+        return
+    shape_ = drawing.shape
+    by_title = {p.title: p for p in panels}
+    for rec in drawing.unplaced.to_dict("records"):
+        title = ", ".join(value_text(k, rec.get(k)) for k in shape_.facets)
+        label = series_label(shape_.series, tuple(rec.get(k) for k in shape_.series))
+        panel = by_title.get(title, panels[0])
+        series = next((s for s in panel.series if s.label == label), None)
+        if series is None:
+            series = Series(label or "(x not stated)")
+            panel.series.append(series)
+        series.unplaced.append(Point(math.nan, float(rec[VALUE]), runs=[rec[RUN]], n=1,
+                                     flags=str(rec.get(FLAGS) or "")))
 
 
 AXIS_LABELS = {"nb": "block size NB", "n": "problem size N", "nodes": "nodes", "bytes": "message size",
@@ -84,11 +111,14 @@ def axis_label(key: str | None) -> str:
 
 
 def points_table(slug: str, title: str, x_label: str, y_label: str, panels: list[Panel], note: str = "") -> Table:
-    """The points of these panels, one row each, with the winner's values of best-over points."""
+    """The points of these panels, one row each (flagged runs' values too, with their flags), with the
+    winner's values of best-over points, n, CV and the runs a best is tied with."""
     extra = list(dict.fromkeys(k for p in panels for s in p.series for pt in s.points for k in pt.extra))
-    rows = [[p.title, s.label, pt.x, pt.y, pt.y_min, pt.y_max, *[pt.extra.get(k) for k in extra], pt.runs]
-            for p in panels for s in p.series if not s.reference for pt in s.points]
-    return Table(slug, title, ["panel", "series", x_label, y_label, "min", "max", *extra, "runs"], rows, note=note)
+    rows = [[p.title, s.label, pt.x, pt.y, pt.y_min, pt.y_max, *[pt.extra.get(k) for k in extra], pt.n,
+             None if pt.cv is None else round(100 * pt.cv, 2), pt.flags, ";".join(pt.tied_with), pt.runs]
+            for p in panels for s in p.series if not s.reference for pt in [*s.points, *s.marked]]
+    return Table(slug, title, ["panel", "series", x_label, y_label, "min", "max", *extra, "n", "CV (%)", "flags",
+                               "tied with", "runs"], rows, note=note)
 
 
 def csv_number(value) -> str:
@@ -98,24 +128,35 @@ def csv_number(value) -> str:
     return repr(float(value)) if isinstance(value, float) else str(value)
 
 
+POINT_COLUMNS = ["n_values", "repeats", "cv", "bar", "flags", "tied_with", "high_cv"]
+
+
 def csv_text(fig: Figure) -> str:
     """The exact plotted values (repr of floats): one row per point, with its panel, the runs
-    behind it and what a best-over point won with; text cells (series labels, run ids, winners'
-    values) are safe from formula injection, numbers are written as they are."""
+    behind it, n (values behind it), the repeats and CV of the configuration drawn, what its bar is
+    (ci95: the 95% interval of a mean of 3+ repeats, range: min-max), the flags of a flagged run's
+    value (kind 'flagged', never a best), the runs a best is tied with, and what a best-over point
+    won with; values without an x are rows of kind 'x not stated'. Text cells are safe from formula
+    injection, numbers are written as they are."""
     panels = fig.all_panels()
     extra = list(dict.fromkeys(k for p in panels for s in p.series for pt in s.points for k in pt.extra))
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(csvsafe.row(["panel", "series", "kind", fig.x_label, fig.y_label, "y_min", "y_max", "n_runs",
-                            "run_ids", *extra]))
+                            "run_ids", *POINT_COLUMNS, *extra]))
     for panel in panels:
         for s in panel.series:
-            for p in s.points:
-                kind = "reference" if s.reference else "measured"
-                w.writerow([csvsafe.cell(panel.title), csvsafe.cell(s.label), kind, csv_number(p.x),
-                            csv_number(p.y), "" if p.y_min is None else csv_number(p.y_min),
-                            "" if p.y_max is None else csv_number(p.y_max), len(p.runs),
-                            csvsafe.cell(";".join(p.runs)), *[csv_cell(p.extra.get(k)) for k in extra]])
+            kinds = (("reference" if s.reference else "measured", s.points), ("flagged", s.marked),
+                     ("x not stated", s.unplaced))
+            for kind, points in kinds:
+                for p in points:
+                    x = "" if isinstance(p.x, float) and math.isnan(p.x) else csv_number(p.x)
+                    w.writerow([csvsafe.cell(panel.title), csvsafe.cell(s.label), kind, x,
+                                csv_number(p.y), "" if p.y_min is None else csv_number(p.y_min),
+                                "" if p.y_max is None else csv_number(p.y_max), len(p.runs),
+                                csvsafe.cell(";".join(p.runs)), csv_cell(p.n), csv_cell(p.repeats), csv_cell(p.cv),
+                                csv_cell(p.bar), csv_cell(p.flags), csvsafe.cell(";".join(p.tied_with)),
+                                "yes" if p.high_cv else "", *[csv_cell(p.extra.get(k)) for k in extra]])
     return buf.getvalue()
 
 
@@ -161,7 +202,7 @@ def svg_text(fig: Figure) -> str:
             ax.set_xlabel(fig.x_label)
             ax.set_ylabel(fig.y_label)
             ax.set_title(f"{fig.title}: {panels[0].title}" if panels[0].title else fig.title)
-            handles = _handles([ax])
+            handles = _handles([ax]) | _mark_handles(fig)
             if len(handles) > 1 or any(handles):  # below the axes, never over data
                 figure.legend(list(handles.values()), list(handles), loc="outside lower center",
                               ncol=1 if len(handles) == 1 else 2, frameon=False, fontsize=8)
@@ -173,8 +214,8 @@ def _small_multiples(plt, fig: Figure, panels: list[Panel], style: dict[str, int
     """A grid of panels laid out by hand (a constrained layout of a dozen axes costs seconds)."""
     columns = 2 if len(panels) <= 4 else 3
     rows = math.ceil(len(panels) / columns)
-    labels = len({s.label for p in panels for s in p.series}) if shared_legend else 0
-    legend_columns = min(4, max(1, labels))
+    labels = len({s.label for p in panels for s in p.series} | set(_mark_handles(fig))) if shared_legend else 0
+    legend_columns = min(columns, max(1, labels))  # wider rows would run past a 2-panel grid
     top, left, right = 0.55, 0.75, 0.15
     bottom = 0.55 + (0.2 * math.ceil(labels / legend_columns) if labels else 0.0)
     width, height = PANEL_INCHES[0] * columns + left + right, PANEL_INCHES[1] * rows + top + bottom
@@ -188,7 +229,8 @@ def _small_multiples(plt, fig: Figure, panels: list[Panel], style: dict[str, int
         if i + columns >= len(panels):  # nothing drawn below it: it carries the x tick labels
             ax.xaxis.set_tick_params(labelbottom=True)
         if not shared_legend and panel.series:
-            ax.legend(fontsize=6, frameon=False)
+            own = _handles([ax]) | _mark_handles(fig)
+            ax.legend(list(own.values()), list(own), fontsize=6, frameon=False)
     for ax in flat[len(panels):]:
         ax.set_visible(False)
     if not fig.y_log:  # once all panels are drawn: the shared axis then spans every panel's data
@@ -196,7 +238,7 @@ def _small_multiples(plt, fig: Figure, panels: list[Panel], style: dict[str, int
     figure.suptitle(fig.title, fontsize=10, y=1 - 0.12 / height, va="top")
     figure.supxlabel(fig.x_label, fontsize=9, y=(bottom - 0.42) / height, va="bottom")
     figure.supylabel(fig.y_label, fontsize=9, x=0.12 / width, ha="left")
-    handles = _handles(flat)
+    handles = _handles(flat) | _mark_handles(fig)
     if shared_legend and (len(handles) > 1 or any(handles)):
         figure.legend(list(handles.values()), list(handles), loc="lower center", bbox_to_anchor=(0.5, 0.0),
                       ncol=legend_columns, frameon=False, fontsize=8)
@@ -219,13 +261,15 @@ def _draw_panel(ax, fig: Figure, panel: Panel, style: dict[str, int], minor: boo
     for s in measured:
         i = style[s.label]
         colour, marker = OKABE_ITO[i % len(OKABE_ITO)], MARKERS[(i + i // len(OKABE_ITO)) % len(MARKERS)]
-        xs, ys = [p.x for p in s.points], [p.y for p in s.points]
-        # max(0, ...): the mean of equal values can differ from them in the last bit
-        lower = [max(0.0, p.y - p.y_min) if p.y_min is not None else 0.0 for p in s.points]
-        upper = [max(0.0, p.y_max - p.y) if p.y_max is not None else 0.0 for p in s.points]
-        ax.errorbar(xs, ys, yerr=[lower, upper] if any(lower) or any(upper) else None, color=colour,
-                    marker=marker, markersize=5 if minor else 3.5, linewidth=1.4 if minor else 1.1, capsize=3,
-                    label=s.label or None)
+        if s.points:
+            xs, ys = [p.x for p in s.points], [p.y for p in s.points]
+            # max(0, ...): the mean of equal values can differ from them in the last bit
+            lower = [max(0.0, p.y - p.y_min) if p.y_min is not None else 0.0 for p in s.points]
+            upper = [max(0.0, p.y_max - p.y) if p.y_max is not None else 0.0 for p in s.points]
+            ax.errorbar(xs, ys, yerr=[lower, upper] if any(lower) or any(upper) else None, color=colour,
+                        marker=marker, markersize=5 if minor else 3.5, linewidth=1.4 if minor else 1.1, capsize=3,
+                        label=s.label or None)
+        _draw_marks(ax, s, colour, minor)
     for i, s in enumerate(r for r in panel.series if r.reference):
         ax.plot([p.x for p in s.points], [p.y for p in s.points], color="#555555",
                 linestyle=REFERENCE_STYLES[i % len(REFERENCE_STYLES)], linewidth=1.2, label=s.label)
@@ -242,8 +286,63 @@ def _draw_panel(ax, fig: Figure, panel: Panel, style: dict[str, int], minor: boo
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: size_label(v)))
     if fig.x_integer:
         _integer_ticks(ax, sorted({p.x for q in fig.all_panels() for s in q.series if not s.reference
-                                   for p in s.points}))
+                                   for p in [*s.points, *s.marked]}))
     ax.grid(True, which="major", color="#dddddd", linewidth=0.6)
+
+
+FLAG_MARKERS = {"truncated": "x", "suspect": "1", "disturbed": "4", "excluded": "+", "failed": "x", "invalid": "x"}
+FLAG_LEGEND = {"truncated": "truncated (cut short): not counted", "suspect": "suspect (beyond the peak): not counted",
+               "disturbed": "disturbed (CPUs taken): not counted", "excluded": "excluded by a user: not counted",
+               "failed": "failed: not counted", "invalid": "invalid: not counted"}
+TIE_LEGEND = "tied best: other runs equal as printed"
+CI_LEGEND = "bar: 95% interval of a mean of 3+ repeats"
+MARK_COLOUR = "#333333"
+
+
+def _flag_kind(flags: str) -> str:
+    """The flag a marked point is drawn by: the first of its flags."""
+    return flags.split(", ")[0] if flags else ""
+
+
+def _draw_marks(ax, s: Series, colour: str, minor: bool) -> None:
+    """A series' marks: flagged runs' values (a marker per flag kind, in the series' colour, not joined),
+    a ring around a tied best, a square around a point whose repeats spread (high CV)."""
+    size = 46 if minor else 26
+    for kind in dict.fromkeys(_flag_kind(p.flags) for p in s.marked):
+        pts = [p for p in s.marked if _flag_kind(p.flags) == kind]
+        ax.scatter([p.x for p in pts], [p.y for p in pts], marker=FLAG_MARKERS.get(kind, "x"), s=size * 1.4,
+                   color=colour, linewidths=1.8, zorder=4, label="_nolegend_")
+    tied = [p for p in s.points if p.tied_with]
+    if tied:
+        ax.scatter([p.x for p in tied], [p.y for p in tied], marker="o", s=size * 4, facecolors="none",
+                   edgecolors=MARK_COLOUR, linewidths=1.1, zorder=5, label="_nolegend_")
+    spread = [p for p in s.points if p.high_cv]
+    if spread:
+        ax.scatter([p.x for p in spread], [p.y for p in spread], marker="s", s=size * 3, facecolors="none",
+                   edgecolors="#D55E00", linewidths=1.1, zorder=5, label="_nolegend_")
+
+
+def _mark_handles(fig: Figure) -> dict[str, object]:
+    """One legend line per kind of mark the figure draws (flags, ties, high CV, interval bars)."""
+    from matplotlib.lines import Line2D
+
+    points = [p for panel in fig.all_panels() for s in panel.series if not s.reference for p in s.points]
+    flagged = [p for panel in fig.all_panels() for s in panel.series for p in s.marked]
+    handles: dict[str, object] = {}
+    if any(p.bar == "ci95" for p in points):
+        handles[CI_LEGEND] = Line2D([], [], color=MARK_COLOUR, marker="|", markersize=10, linestyle="none")
+    for kind in dict.fromkeys(_flag_kind(p.flags) for p in flagged):
+        label = FLAG_LEGEND.get(kind, f"{kind}: not counted")
+        handles[label] = Line2D([], [], color=MARK_COLOUR, marker=FLAG_MARKERS.get(kind, "x"), markersize=8,
+                                markeredgewidth=1.8, linestyle="none")
+    if any(p.tied_with for p in points):
+        handles[TIE_LEGEND] = Line2D([], [], marker="o", markersize=11, markerfacecolor="none",
+                                     markeredgecolor=MARK_COLOUR, linestyle="none")
+    if any(p.high_cv for p in points):
+        threshold = f"{fig.cv_warn:.0%}" if fig.cv_warn is not None else "the threshold"
+        handles[f"repeats spread: CV above {threshold}"] = Line2D(
+            [], [], marker="s", markersize=10, markerfacecolor="none", markeredgecolor="#D55E00", linestyle="none")
+    return handles
 
 
 def svg_element(figure) -> str:

@@ -12,6 +12,11 @@ best valid Rmax over the process grids, the T/V variants, N and repeats that sha
 node count), and the CSV beside the figure carries the winner's grid, variant and N. Lines are
 the BLAS (and whatever else tells configurations apart: a tuning, a tag); panels the node count
 and the ranks or threads when they vary. An invalid value is never drawn, averaged or best.
+
+The tables pool runs only when they are the same configuration (analysis/identity.py: a 1-core and a
+1-node run are two rows, a node count no file or tag states is 'not stated', never 1); every row of
+repeats shows n and CV (high CV marked); a flagged run (truncated, suspect, disturbed, excluded) is
+listed apart and never a best; equal bests are a tie; % of Rpeak needs a known node count and peak.
 """
 
 from __future__ import annotations
@@ -20,10 +25,10 @@ from dataclasses import replace
 
 import pandas as pd
 
-from clusterbench.analysis import shape
+from clusterbench.analysis import identity, shape
 from clusterbench.analysis.dataset import Dataset
 from clusterbench.bench import registry
-from clusterbench.report import baselines
+from clusterbench.report import baselines, repeats
 from clusterbench.report.figures import axis_label, shaped_figure
 from clusterbench.report.model import Options, Point, Section, Series, Table
 from clusterbench.report.system import node_peak, run_node_peak
@@ -31,7 +36,9 @@ from clusterbench.report.system import node_peak, run_node_peak
 NUISANCE = ("grid", "p", "q", "tv", "n", "grids")  # what the studies take the best over
 # Lines: the BLAS, a tuning, then the machine before how its nodes were linked: a machine's scaling
 # curve is one line even though its one-node point ran over shared memory and the others over a fabric.
-SERIES = tuple(dict.fromkeys(("blas", "tuning", "system", *shape.DEFAULT_SERIES)))
+# The batch cluster and host group an imported job report names are machines of their own: never one line.
+SERIES = tuple(dict.fromkeys(("blas", "tuning", "system", "cluster", "host_group", *shape.DEFAULT_SERIES)))
+MACHINE_KEYS = ("cluster", "host_group", "blas_loaded")  # identity keys the figures' values must carry
 BY_NB = shape.Family(x=("nb",), series=SERIES, nuisance=NUISANCE, combine=shape.BEST, always=("blas",))
 BY_NODES = shape.Family(x=("nodes",), series=SERIES, nuisance=NUISANCE, combine=shape.BEST, facets=False,
                         always=("blas",))
@@ -66,17 +73,21 @@ def section(data: Dataset, options: Options) -> Section | None:
         out.paragraphs.append(f"Rpeak per node: {peak.node_gflops:.2f} Gflop/s ({peak.derivation}).")
     else:
         out.paragraphs.append("Rpeak unknown (imported runs only): give --rpeak-node to draw it.")
-    values = shape.frame(data, valid, label_keys=label_keys())
+    values = repeats.with_identity(shape.frame(data, valid, label_keys=label_keys()), data, MACHINE_KEYS, shape.RUN)
     if len(values):
         _figures(values, data, options, peak, out)
-    out.tables.append(_configurations(values))
+    out.tables.append(_configurations(values, data))
     bad = [r for r in hpl_runs if r["status"] != "ok"]
     bad_ids = set(rows.loc[~rows["valid"].astype(bool), "run_id"]) - {r["id"] for r in bad}
     bad += [data.runs[i] for i in sorted(bad_ids)]
-    if bad:
-        out.tables.append(Table("hpl-invalid", "Invalid, failed or unfinished HPL runs (never counted above)",
-                                ["runs", "benchmark", "status", "reason"],
-                                [[[r["id"]], r["benchmark"], r["status"], r["reason"]] for r in bad]))
+    shown = {r["id"] for r in bad}
+    flagged = [r for r in hpl_runs if r["id"] not in shown and not repeats.counted(data, r["id"])]
+    if bad or flagged:
+        out.tables.append(Table(
+            "hpl-invalid", "Invalid, failed, unfinished or flagged HPL runs (never averaged nor a best)",
+            ["runs", "benchmark", "status", "reason", "flags", "notes"],
+            [[[r["id"]], r["benchmark"], r["status"], r["reason"], repeats.flag_text(r), repeats.notes_text(r)]
+             for r in bad + flagged]))
     return out
 
 
@@ -101,10 +112,11 @@ def _figures(values: pd.DataFrame, data: Dataset, options: Options, peak, out: S
                                       x_integer=True)
         out.figures += [figure] if figure else []
         out.tables += [table] if table else []
-    if by_nodes is not None and by_nodes.x is not None:
+    if by_nodes is not None:  # a best per node count, 'not stated' a count of its own (no file or tag said)
         best = replace(by_nodes, x="nodes", facets=[], combine=shape.BEST)
         out.tables.append(_best_table(values, best, data, options))
-        out.tables += baselines.tables(values, best)
+        if by_nodes.x is not None:
+            out.tables += baselines.tables(values, best, data)
 
 
 def _peak_lines(drawing: shape.Drawing, peak, options: Options) -> list[Series]:
@@ -118,41 +130,152 @@ def _label(rec: dict, keys: list[str]) -> str:
     return shape.series_label(keys, tuple(rec.get(k) for k in keys)) if keys else ""
 
 
+BEST_COLUMNS = ["nodes", "N", "NB", "P x Q", "variant", "Rmax (Gflop/s)", "% of Rpeak", "T/V", "tie", "note", "runs"]
+
+
 def _best_table(values: pd.DataFrame, best: shape.Shape, data: Dataset, options: Options) -> Table:
-    """One row per node count and BLAS (and whatever else the lines are): the winning run.
-    % of Rpeak uses the peak of the run's own system; an imported run's machine is unknown."""
-    table = Table("hpl-best", "Best configuration per node count and BLAS",
-                  ["nodes", "N", "NB", "P x Q", "variant", "Rmax (Gflop/s)", "% of Rpeak", "T/V", "runs"], [])
-    winners = shape.aggregate(values, best).to_dict("records")
+    """One row per node count and BLAS (and whatever else the lines are): the winning run. Only counted
+    runs compete (no truncated, suspect, disturbed or excluded run is a best), and no value above 100%
+    of Rpeak (impossible: it is flagged, never a best). Equal best values are a tie: every tied run is
+    shown. % of Rpeak needs the run's known node count and the peak of its own system."""
+    table = Table("hpl-best", "Best configuration per node count and BLAS (counted runs only)", BEST_COLUMNS, [],
+                  note="Flagged runs (truncated, suspect, disturbed, excluded) and values above 100% of Rpeak are "
+                       "never a best; equal best values are shown as a tie with all their runs. % of Rpeak needs a "
+                       "known node count and a known peak.")
+    percent, why = _percents(values, data, options)
+    fair = values[repeats.counted_mask(data, values[shape.RUN]).to_numpy() & ~(percent > 100).to_numpy()]
+    if not len(fair):
+        return table
+    fair = fair.assign(nodes=fair["nodes"].astype(float).fillna(UNKNOWN_NODES))  # unknown: a group of its own
+    group = [k for k in dict.fromkeys([*best.facets, *best.series, best.x]) if k in fair]
+    winners = shape.aggregate(fair, best).to_dict("records")
+    label_keys = [k for k in best.series if k != "benchmark"]
+    gid = identity.configuration_ids(fair[group], group)  # the winners' groups, an unknown value its own
+    top = fair[shape.VALUE].groupby(gid).transform("max")
+    ties = fair[fair[shape.VALUE].to_numpy() == top.to_numpy()]  # every row equal to its group's best
+    tie_gid = gid[ties.index]
+    group_of = {(r, v): g for r, v, g in zip(ties[shape.RUN], ties[shape.VALUE], tie_gid, strict=True)}
+    members = {g: ties.loc[idx] for g, idx in ties.groupby(tie_gid).groups.items()}
     for rec in sorted(winners, key=lambda r: (r["nodes"], _label(r, best.series))):
-        nodes, run_id = int(rec["nodes"]), rec[shape.RUN]
-        node = run_node_peak(data, options, data.runs[run_id])
-        label = _label(rec, [k for k in best.series if k != "benchmark"])
-        table.rows.append([nodes, shape.plain(rec.get("n")), shape.plain(rec.get("nb")), rec.get("grid"),
-                           f"{rec['benchmark']}, {label}" if label else rec["benchmark"], float(rec[shape.VALUE]),
-                           100 * rec[shape.VALUE] / (node * nodes) if node else None, rec.get("tv"), [run_id]])
+        tied = members.get(group_of.get((rec[shape.RUN], rec[shape.VALUE])), fair.iloc[0:0])
+        run_ids = sorted(set(tied[shape.RUN])) or [rec[shape.RUN]]
+        nodes = None if rec["nodes"] == UNKNOWN_NODES else int(rec["nodes"])
+        label = _label(rec, label_keys)
+        pct = percent.get(tied.index[0]) if len(tied) else None
+        reason = why.get(tied.index[0], "") if len(tied) else ""
+        table.rows.append([_shown(nodes), _joined(tied, "n", rec), _joined(tied, "nb", rec),
+                           _joined(tied, "grid", rec), f"{rec['benchmark']}, {label}" if label else rec["benchmark"],
+                           float(rec[shape.VALUE]), None if pct is None or pct != pct else float(pct),
+                           _joined(tied, "tv", rec), f"tie of {len(tied)}" if len(tied) > 1 else "",
+                           reason, run_ids])
     return table
 
 
-def _configurations(values: pd.DataFrame) -> Table:
-    """n, mean, std, min and max of every configuration (variant, topology, nodes, N, NB) over
-    its valid repeats: grouped at once, whatever the number of runs."""
-    table = Table("hpl-configurations", "Rmax per configuration (valid runs, Gflop/s)",
-                  ["variant", "topology", "nodes", "N", "NB", "n", "mean", "std", "min", "max", "runs"], [])
+UNKNOWN_NODES = -1.0  # a node count no file or tag states: its own row, shown "not stated"
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
+
+
+def _joined(rows: pd.DataFrame, key: str, rec: dict):
+    """The value of `key` the tied rows share, or their values joined with ' / '."""
+    if key not in rows or not len(rows):
+        return shape.plain(rec.get(key))
+    distinct = list(dict.fromkeys(str(shape.plain(v)) for v in rows[key] if not _missing(shape.plain(v))))
+    if len(distinct) <= 1:
+        return shape.plain(rows[key].iloc[0])
+    return " / ".join(distinct)
+
+
+def _percents(values: pd.DataFrame, data: Dataset, options: Options) -> tuple[pd.Series, dict]:
+    """Per value (index of `values`): % of Rpeak, NaN where it cannot be known, and why: the node count
+    must be known (a file or a tag states it) and so must the peak of the run's system."""
+    percent = pd.Series(float("nan"), index=values.index)
+    why: dict = {}
+    per_run: dict[str, tuple[float | None, str]] = {}
+    for rid in values[shape.RUN].unique():
+        run = data.runs[rid]
+        nodes = identity.known_node_count(run)
+        node = run_node_peak(data, options, run)
+        if nodes is None:
+            per_run[rid] = (None, "node count not stated")
+        elif not node:
+            per_run[rid] = (None, "peak unknown")
+        else:
+            per_run[rid] = (node * nodes, "")
+    peaks = values[shape.RUN].map(lambda r: per_run[r][0])
+    known = peaks.notna()
+    percent[known] = 100 * values.loc[known, shape.VALUE].astype(float) / peaks[known].astype(float)
+    for index, rid in values[shape.RUN].items():
+        if per_run[rid][1]:
+            why[index] = per_run[rid][1]
+        elif percent[index] > 100:
+            why[index] = "above 100% of Rpeak: impossible, flagged suspect"
+    return percent, why
+
+
+CONFIG_COLUMNS = ["configuration", "nodes", "N", "NB", "P x Q", "T/V", "n", "mean", "std", "CV (%)", "min", "max",
+                  "spread", "flags", "runs"]
+LINE_KEYS = ("n", "nb", "p", "q", "tv")  # what each result line states: part of its configuration
+SHOWN_APART = ("nodes", "n", "nb", "p", "q", "tv")  # keys with a column of their own
+
+
+def _configurations(values: pd.DataFrame, data: Dataset) -> Table:
+    """n, mean, std, CV, min and max of every configuration over its counted repeats. A configuration is
+    every key the run states (analysis/identity.py: benchmark, system, cluster, host group, nodes, ranks,
+    threads, BLAS, MPI, interconnect, settings, tags) with the line's N, NB, P x Q and T/V: a 1-core run
+    and a 1-node run are never one row, a key a run does not state is 'not stated' and its own row.
+    A flagged run's values are never averaged: each is a row of its own, its flags shown."""
+    table = Table("hpl-configurations", "Rmax per configuration (valid runs, Gflop/s)", CONFIG_COLUMNS, [],
+                  note=repeats.note())
     if not len(values):
         return table
-    blas = values["blas"].fillna("default") if "blas" in values else pd.Series("default", index=values.index)
-    grid = values["grid"].fillna("?x?") if "grid" in values else pd.Series("?x?", index=values.index)
-    layout = values["layout"] if "layout" in values else pd.Series(None, index=values.index, dtype=object)
-    keys = pd.DataFrame({
-        "variant": values["benchmark"].astype(str) + ", " + blas.astype(str),
-        "topology": grid.where(layout.isna(), grid + " " + layout.astype(str)),
-        "nodes": values["nodes"], "N": values.get("n"), "NB": values.get("nb")})
-    keys = keys.assign(value=values[shape.VALUE], run=values[shape.RUN])
-    grouped = keys.groupby(["variant", "topology", "nodes", "N", "NB"], dropna=False, sort=True)
-    stats = grouped.agg(count=("value", "count"), mean=("value", "mean"), std=("value", "std"),
-                        low=("value", "min"), high=("value", "max"), runs=("run", list))
-    for group, rec in zip(stats.index, stats.itertuples(index=False), strict=True):
-        table.rows.append([*(shape.plain(v) for v in group), int(rec.count), float(rec.mean),
-                           None if pd.isna(rec.std) else float(rec.std), float(rec.low), float(rec.high), rec.runs])
+    runs = values[shape.RUN].to_numpy()
+    keys = repeats.identities(data, pd.unique(runs)).reindex(runs).reset_index(drop=True)
+    for key in LINE_KEYS:
+        if key in values:
+            line = values[key].reset_index(drop=True)
+            keys[key] = line.where(line.notna(), keys[key]) if key in keys else line
+    keys = keys.drop(columns=[c for c in ("grid", "grids") if c in keys])
+    varying = identity.varying_keys(keys)
+    ids = identity.configuration_ids(keys, varying).to_numpy()
+    counted = repeats.counted_mask(data, pd.Series(runs)).to_numpy()
+    value = values[shape.VALUE].to_numpy(dtype=float)
+    described = [k for k in keys.columns if k not in SHOWN_APART and (k in varying or k in ("benchmark", "blas"))
+                 and not _filled(keys, k)]
+    groups: dict[tuple, list[int]] = {}
+    for i, (gid, ok) in enumerate(zip(ids, counted, strict=True)):
+        groups.setdefault((int(gid), "") if ok else (int(gid), runs[i]), []).append(i)
+    rows = []
+    for (_gid, flagged_run), members in groups.items():
+        first = keys.iloc[members[0]]
+        stats = repeats.describe(value[members])
+        member_runs = sorted(set(runs[members]))
+        configuration = ", ".join(f"{k}={identity.shown(first.get(k))}" for k in described)
+        grid = (f"{shape.plain(first['p'])}x{shape.plain(first['q'])}" if "p" in first and "q" in first
+                and not _missing(first["p"]) and not _missing(first["q"]) else identity.UNKNOWN_TEXT)
+        flags = repeats.runs_flags(data, member_runs)
+        rows.append([configuration, _shown(first.get("nodes")), _shown(first.get("n")),
+                     _shown(first.get("nb")), grid, _shown(first.get("tv")), stats["n"],
+                     None if flagged_run else stats["mean"], None if flagged_run else stats["std"],
+                     None if flagged_run else repeats.cv_percent(stats), stats["min"], stats["max"],
+                     "flagged: not averaged" if flagged_run else repeats.mark(stats), flags, member_runs])
+    table.rows = sorted(rows, key=lambda r: tuple(_order(c) for c in r[:6]))
     return table
+
+
+def _filled(keys: pd.DataFrame, key: str) -> bool:
+    """Is `key` a tag that only repeats the key it filled (`tag:threads` = `threads` on every row)?"""
+    if not key.startswith("tag:") or key[4:] not in keys:
+        return False
+    return bool((keys[key].map(identity.shown) == keys[key[4:]].map(identity.shown)).all())
+
+
+def _shown(value):
+    value = shape.plain(value)
+    return identity.UNKNOWN_TEXT if value is None else value
+
+
+def _order(value) -> tuple:
+    return (0, float(value), "") if isinstance(value, int | float) else (1, 0.0, str(value))

@@ -17,12 +17,15 @@ import pandas as pd
 from clusterbench.analysis import shape
 from clusterbench.analysis.dataset import Dataset
 from clusterbench.bench import registry
-from clusterbench.report.figures import axis_label, range_text, shaped_figure
-from clusterbench.report.model import Point, Section, Table
+from clusterbench.report import repeats
+from clusterbench.report.figures import axis_label, shaped_figure
+from clusterbench.report.model import Section, Table
 
 UNIT = "GB/s"
 DRAWN_KERNEL = "triad"  # the one kernel drawn as a figure
-SERIES = ("pinning", "places", "proc_bind", "bind", "bind_to", "map_by", "rank_by", *shape.DEFAULT_SERIES)
+SERIES = ("pinning", "places", "proc_bind", "bind", "bind_to", "map_by", "rank_by", "system", "cluster", "host_group",
+          *shape.DEFAULT_SERIES)  # a batch cluster's host groups are machines of their own: never one line
+MACHINE_KEYS = ("cluster", "host_group")
 FAMILY = shape.Family(x=("workers", "threads", "ranks"), series=tuple(dict.fromkeys(SERIES)))
 
 
@@ -46,8 +49,9 @@ def section(data: Dataset, options) -> Section | None:
         names[d.use.role].append(d.spec.name)
         if len(rows):
             shown = d.spec.shown(d.use, UNIT)
-            per_kernel[d.use.role].append(shape.frame(data, rows, shown(rows["value"].astype(float)),
-                                                      label_keys=d.spec.labels))
+            per_kernel[d.use.role].append(repeats.with_identity(
+                shape.frame(data, rows, shown(rows["value"].astype(float)), label_keys=d.spec.labels), data,
+                MACHINE_KEYS, shape.RUN))
     values = {k: pd.concat(v, ignore_index=True) for k, v in per_kernel.items() if v}
     if not values:
         return None
@@ -65,7 +69,7 @@ def section(data: Dataset, options) -> Section | None:
                                       x_integer=True)
         out.figures += [figure] if figure else []
         out.tables += [table] if table else []
-    out.tables.insert(0, _table(drawings, kernels, axis_label(found.x)))
+    out.tables.insert(0, _table(drawings, values, data, kernels, axis_label(found.x)))
     return out
 
 
@@ -75,18 +79,34 @@ def _with(values: pd.DataFrame, like: pd.DataFrame) -> pd.DataFrame:
     return values.assign(**{c: None for c in missing}) if missing else values
 
 
-def _table(drawings: dict[str, shape.Drawing], kernels: list[str], x_label: str) -> Table:
-    """One row per line and x value: every kernel's mean (min-max) and the runs behind them."""
+def _table(drawings: dict[str, shape.Drawing], values: dict[str, pd.DataFrame], data: Dataset, kernels: list[str],
+           x_label: str) -> Table:
+    """One row per line and x value: every kernel's mean (min-max), n and CV over counted repeats, the
+    flagged runs apart (never averaged), and the runs behind them."""
     index: dict[tuple, dict] = {}
+    per: dict[str, dict] = {}
     for kernel, drawing in drawings.items():
+        frame, x = values[kernel], drawing.shape.x
+        ok = repeats.counted_mask(data, frame[shape.RUN])
+        if x is not None:
+            grouped = frame[ok].groupby([frame.loc[ok, x].astype(float), frame.loc[ok, shape.RUN]])[shape.VALUE]
+            per[kernel] = {key: list(v) for key, v in grouped}
         for panel in drawing.panels:
             for s in panel.series:
                 label = f"{panel.title}, {s.label}" if panel.title else s.label
                 for p in s.points:
-                    index.setdefault((label, p.x), {})[kernel] = Point(p.x, p.y, p.y_min, p.y_max, p.runs)
-    table = Table("memory-stream-table", "STREAM rates (GB/s): mean (min-max)",
-                  ["placement", x_label, *kernels, "runs"], [])
+                    index.setdefault((label, p.x), {})[kernel] = p
+    table = Table("memory-stream-table", "STREAM rates (GB/s): mean (min-max), n, CV over counted repeats",
+                  ["placement", x_label, *kernels, "spread", "flagged runs (not averaged)", "runs"], [],
+                  note=repeats.note())
     for (label, x), cells in sorted(index.items(), key=lambda kv: (kv[0][0], kv[0][1])):
         runs_here = sorted({r for p in cells.values() for r in p.runs})
-        table.rows.append([label, shape.plain(x), *[range_text(cells.get(k)) for k in kernels], runs_here])
+        stats = {k: repeats.describe([v for r in p.runs for v in per.get(k, {}).get((p.x, r), [])])
+                 for k, p in cells.items()}
+        high = [k for k, st in stats.items() if st["high"]]
+        flagged = [r for r in runs_here if not repeats.counted(data, r)]
+        table.rows.append([label, shape.plain(x), *[repeats.cell_text(stats[k]) if k in stats else None
+                                                    for k in kernels],
+                           f"{repeats.HIGH_CV} ({', '.join(high)})" if high else "",
+                           repeats.runs_flags(data, flagged), runs_here])
     return table

@@ -22,6 +22,13 @@ class Point:
     # What else a point stands for, written as CSV columns: for a best-over point the winner's
     # values of the keys it was best over (grid, T/V variant, N) and how many values it beat.
     extra: dict = field(default_factory=dict)
+    n: int | None = None  # values behind the point (None: not known to the section that made it)
+    repeats: int | None = None  # repeats of the configuration drawn
+    cv: float | None = None  # std / mean of those repeats
+    bar: str = ""  # what the bar is: 'ci95' (95% t-interval of a mean), 'range' (min-max), '' (none or unsaid)
+    flags: str = ""  # a flagged run's value ('truncated'): drawn with its own marker, never a best
+    tied_with: list[str] = field(default_factory=list)  # other runs equal to this best as printed
+    high_cv: bool = False  # its repeats spread more than the threshold: marked
 
 
 @dataclass
@@ -29,6 +36,8 @@ class Series:
     label: str
     points: list[Point] = field(default_factory=list)
     reference: bool = False  # a drawn line that is not a measurement (Rpeak, a fraction of it)
+    marked: list[Point] = field(default_factory=list)  # flagged runs' values: own marker, not joined by the line
+    unplaced: list[Point] = field(default_factory=list)  # values whose x is not stated: in the CSV, not drawn
 
 
 @dataclass
@@ -53,6 +62,7 @@ class Figure:
     caption: str = ""
     # Small multiples sharing the axes and one legend; empty: one panel drawn from `series`.
     panels: list[Panel] = field(default_factory=list)
+    cv_warn: float | None = None  # the CV above which a point is marked (its legend line says it)
 
     def all_panels(self) -> list[Panel]:
         """The panels drawn: `panels`, or the figure's own series as one untitled panel."""

@@ -20,17 +20,21 @@ import pandas as pd
 from clusterbench.analysis import shape
 from clusterbench.analysis.dataset import Dataset
 from clusterbench.bench import registry
-from clusterbench.report.figures import axis_label, range_text, shaped_figure, size_label
-from clusterbench.report.model import Figure, Point, Section, Table
+from clusterbench.report import repeats
+from clusterbench.report.figures import axis_label, shaped_figure, size_label
+from clusterbench.report.model import Figure, Section, Table
 
 UNITS = {"latency": "us", "bandwidth": "MB/s"}  # what each role is drawn in
-SERIES = ("benchmark", "interconnect", "nodes", "system", "net_if", "map_by", "bind_to", "rank_by", "pinning",
-          *shape.DEFAULT_SERIES)
+# The batch cluster and host group of an imported job report are machines of their own (two host groups of
+# one LSF cluster are different hardware): never one line, whatever else they share.
+SERIES = ("benchmark", "interconnect", "nodes", "system", "cluster", "host_group", "net_if", "map_by", "bind_to",
+          "rank_by", "pinning", *shape.DEFAULT_SERIES)
 RANGE_KEYS = ("min_bytes", "max_bytes", "min_log2", "max_log2", "tests", "iter", "iterations", "warmup", "iter_policy")
 # the sizes a run swept (the x axis's range) and how long it measured each: how, not what, it measured
 FAMILY = shape.Family(x=("bytes",), series=tuple(dict.fromkeys(SERIES)), nuisance=RANGE_KEYS,
                       always=("benchmark", "nodes"))
 QUOTED_SIZES = (0, 1024, 8192, 32768)
+MACHINE_KEYS = ("cluster", "host_group")  # identity keys every value carries, so that they split lines
 FIGURES = {"latency": ("network-latency", "One-way latency against message size", "latency (us)"),
            "bandwidth": ("network-bandwidth", "Bandwidth against message size", "bandwidth (MB/s)")}
 TABLES = {"latency": ("network-latency-table", "Latency (us) at quoted sizes"),
@@ -67,6 +71,7 @@ def values_of(data: Dataset) -> tuple[dict[str, pd.DataFrame], dict[str, str], d
                 continue
             shown = d.spec.shown(d.use, UNITS[d.use.role])
             values = shape.frame(data, rows, shown(rows["value"].astype(float)), label_keys=d.spec.labels)
+            values = repeats.with_identity(values, data, MACHINE_KEYS, shape.RUN)
             for key, wanted in d.use.where:  # IMB: PingPong only (a value without the label is drawn)
                 if key in values:
                     values = values[values[key].isna() | (values[key] == wanted)]
@@ -83,8 +88,8 @@ def section(data: Dataset, options) -> Section | None:
     out = Section("network", "Network", [
         "One-way times (half the round trip). Bandwidth in MB/s = 10^6 byte/s; IMB's MiB/s are converted. "
         "Points are means over repeats, bars the minimum and maximum; 0-byte messages appear in the tables "
-        "only (a log axis has no zero). Different interconnects, host counts and benchmarks are never "
-        "averaged together."])
+        "only (a log axis has no zero). Different interconnects, host counts, benchmarks, batch clusters and "
+        "host groups (different hardware) are never averaged together; the tables give n and CV per line."])
     tables = []
     for role in UNITS:
         if role not in values:
@@ -102,7 +107,7 @@ def section(data: Dataset, options) -> Section | None:
         out.figures += [figure] if figure else []
         out.tables += [table] if table else []
         if by_size:
-            tables.append(_at_sizes(*TABLES[role], drawing))
+            tables.append(_at_sizes(*TABLES[role], drawing, values[role], data))
     out.tables = [t for t in tables if t.rows] + out.tables
     return out
 
@@ -114,16 +119,27 @@ def _positive(figure: Figure) -> None:
             s.points = [p for p in s.points if p.x > 0 and p.y > 0]
 
 
-def _at_sizes(slug: str, title: str, drawing: shape.Drawing) -> Table:
-    """Mean (min-max) at 0 B, 1 KiB, 8 KiB, 32 KiB and the largest size measured, per line."""
-    table = Table(slug, title, ["series", *[size_label(s) for s in QUOTED_SIZES], "largest size", "runs"], [])
+def _at_sizes(slug: str, title: str, drawing: shape.Drawing, values: pd.DataFrame, data: Dataset) -> Table:
+    """Per line: mean (min-max), n and CV over its counted repeats at 0 B, 1 KiB, 8 KiB, 32 KiB and the
+    largest size measured; a flagged run (truncated, suspect, disturbed, excluded) is never averaged and
+    is named in the last column with its flags."""
+    table = Table(slug, title, ["series", *[size_label(s) for s in QUOTED_SIZES], "largest size", "spread",
+                                "flagged runs (not averaged)", "runs"], [], note=repeats.note())
+    x = drawing.shape.x
+    ok = repeats.counted_mask(data, values[shape.RUN])
+    by_point = values[ok].groupby([values.loc[ok, x].astype(float), values.loc[ok, shape.RUN]])[shape.VALUE]
+    per = {key: list(v) for key, v in by_point}  # (size, run) -> its values
     for panel in drawing.panels:
         for s in panel.series:
-            points = [Point(p.x, p.y, p.y_min, p.y_max, p.runs) for p in s.points]
-            by_x = {p.x: p for p in points}
-            cells = [range_text(by_x.get(float(size))) for size in QUOTED_SIZES]
-            top = points[-1] if points else None
-            runs = sorted({r for p in points for r in p.runs})
+            runs = sorted({r for p in s.points for r in p.runs})
+            flagged = [r for r in runs if not repeats.counted(data, r)]
+            stats = {p.x: repeats.describe([v for r in p.runs for v in per.get((p.x, r), [])]) for p in s.points}
+            cells = [repeats.cell_text(stats[float(size)]) if float(size) in stats else None for size in QUOTED_SIZES]
+            top = next((p.x for p in reversed(s.points) if stats[p.x]["n"]), None)
+            high = [size_label(x) for x, st in stats.items() if st["high"]]
             label = f"{panel.title}, {s.label}" if panel.title else s.label
-            table.rows.append([label, *cells, f"{range_text(top)} at {size_label(top.x)}" if top else None, runs])
+            table.rows.append([label, *cells, f"{repeats.cell_text(stats[top])} at {size_label(top)}"
+                               if top is not None else None,
+                               f"{repeats.HIGH_CV} at {', '.join(high)}" if high else "",
+                               repeats.runs_flags(data, flagged), runs])
     return table

@@ -14,7 +14,8 @@ from __future__ import annotations
 from clusterbench.analysis.dataset import Dataset
 from clusterbench.pinning.model import prediction_from_dict
 from clusterbench.pinning.render import picture_svg
-from clusterbench.report.figures import aggregate, range_text
+from clusterbench.report import repeats
+from clusterbench.report.figures import aggregate
 from clusterbench.report.model import Figure, Picture, Section, Table
 from clusterbench.system.sources import from_lscpu_parse
 
@@ -71,31 +72,46 @@ def _row_key(run: dict) -> tuple:
     return p["pinning"], p.get("scaling") or "-", workers(run), f"{p.get('ranks') or 1} x {p.get('threads') or 1}"
 
 
+def effective(run: dict) -> str:
+    """What the launcher really did ('bind_to=core, map_by=core'), as recorded with the prediction from
+    its documented defaults and checked by the probes (facts.pinning.effective): a strategy that leaves
+    an option unset ('default') is labelled by what ran, not by an invented 'none'."""
+    found = ((run.get("facts") or {}).get("pinning") or {}).get("effective") or {}
+    return ", ".join(f"{k}={v}" for k, v in found.items() if k not in ("from", "checked") and v not in (None, ""))
+
+
 def _table(data: Dataset, runs: dict[str, dict]) -> Table:
-    """One row per strategy, mode and size: the three figures as mean (min-max), the placement verdicts."""
+    """One row per strategy, mode and size: the three figures as mean (min-max), n and CV over counted
+    repeats (a flagged run is never averaged: named apart), what the launcher did, the placement verdicts."""
     groups: dict[tuple, list[dict]] = {}
     for run in runs.values():
         groups.setdefault(_row_key(run), []).append(run)
-    means: dict[tuple[tuple, str], str | None] = {}
+    samples: dict[tuple[tuple, str], list[float]] = {}
     for name, scale in ((STREAM, 1 / MB_PER_GB), (HPL_GFLOPS, 1.0), (HPL_TIME, 1.0)):
-        samples = [(_row_key(runs[rec.run_id]), 0, rec.value * scale, rec.run_id)
-                   for rec in data.of(name).itertuples(index=False) if rec.run_id in runs]
-        for series in aggregate(samples):  # one series per row, one point each
-            means[(series.label, name)] = range_text(series.points[0])
+        for rec in data.of(name).itertuples(index=False):
+            if rec.run_id in runs and repeats.counted(data, rec.run_id):
+                samples.setdefault((_row_key(runs[rec.run_id]), name), []).append(rec.value * scale)
     rows = []
     for key in sorted(groups):
         members = groups[key]
         verdicts = sorted({verdict(r) for r in members})
         migrations = sum((r["facts"].get("pinning") or {}).get("migrations", 0) for r in members)
-        rows.append([*key, means.get((key, STREAM)), means.get((key, HPL_GFLOPS)), means.get((key, HPL_TIME)),
+        stats = {name: repeats.describe(samples.get((key, name), [])) for name in (STREAM, HPL_GFLOPS, HPL_TIME)}
+        high = [name for name, st in stats.items() if st["high"]]
+        flagged = [r["id"] for r in members if not repeats.counted(data, r["id"])]
+        rows.append([*key, *[repeats.cell_text(stats[name]) for name in (STREAM, HPL_GFLOPS, HPL_TIME)],
+                     f"{repeats.HIGH_CV} ({', '.join(high)})" if high else "",
+                     "; ".join(sorted({effective(r) for r in members} - {""})) or "not recorded",
                      ", ".join("MISMATCH" if v == "mismatch" else v for v in verdicts), migrations,
-                     sorted(r["id"] for r in members)])
-    return Table("pinning-table", "Strategies: STREAM Triad (GB/s), HPL Gflop/s and time (s), mean (min-max)",
-                 ["strategy", "scaling", "CPUs", "tasks x threads", "Triad", "HPL Gflop/s", "HPL time",
-                  "placement", "migrations", "runs"], rows,
-                 note="placement: match = every rank and thread ran where predicted; MISMATCH = at least one "
-                      "did not (the run's facts say which); partial = not every thread was seen. migrations: "
-                      "the kernel's se.nr_migrations summed over every thread of the row's runs.")
+                     repeats.runs_flags(data, flagged), sorted(r["id"] for r in members)])
+    return Table("pinning-table", "Strategies: STREAM Triad (GB/s), HPL Gflop/s and time (s), mean (min-max), n, CV",
+                 ["strategy", "scaling", "CPUs", "tasks x threads", "Triad", "HPL Gflop/s", "HPL time", "spread",
+                  "ran as", "placement", "migrations", "flagged runs (not averaged)", "runs"], rows,
+                 note="ran as: the launcher's effective binding and mapping (its documented defaults filled in, "
+                      "checked by the probes). placement: match = every rank and thread ran where predicted; "
+                      "MISMATCH = at least one did not (the run's facts say which); partial = not every thread was "
+                      "seen. migrations: the kernel's se.nr_migrations summed over every thread of the row's runs. "
+                      + repeats.note())
 
 
 def _pictures(runs: dict[str, dict], with_mode: bool) -> list[Picture]:
@@ -118,7 +134,9 @@ def _pictures(runs: dict[str, dict], with_mode: bool) -> list[Picture]:
             continue
         p = run["params"]
         caption = (f"{p.get('ranks') or 1} task(s) x {p.get('threads') or 1} thread(s), launcher "
-                   f"{placed['prediction'].get('launcher')}; run {run['id']}: placement {placed.get('verdict')}")
+                   f"{placed['prediction'].get('launcher')}"
+                   + (f" (ran as {effective(run)})" if effective(run) else "")
+                   + f"; run {run['id']}: placement {placed.get('verdict')}")
         if placed.get("verdict") == "mismatch":
             caption += " (observed differs: " + "; ".join(placed.get("problems", [])[:2]) + ")"
         pictures.append(Picture(f"pinning-picture-{i}", label, svg, caption))

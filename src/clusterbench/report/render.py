@@ -90,7 +90,7 @@ def linked_runs(report: Report) -> list[str]:
         for fig in section.figures:
             for panel in fig.all_panels():
                 for series in panel.series:
-                    for point in series.points:
+                    for point in [*series.points, *series.marked]:
                         seen.update(dict.fromkeys(point.runs[:MAX_RUN_LINKS]))
     return list(seen)
 

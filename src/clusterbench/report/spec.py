@@ -12,6 +12,9 @@
         x: bytes
         series: interconnect, nodes
         mean: true
+      - metric: stream_triad_mbs
+        best_over: [repeats]    # the best repeat, not the mean of 3 or more with its 95% interval
+        cv_warn: 0.10           # mark points whose repeats spread more than 10% (default 5%)
 
 Each figure names a stored metric and, for any role it wants to fix, the keys (labels,
 parameters, tags, derived keys: analysis/shape.py); a role left out is inferred. The file is read
@@ -27,7 +30,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 
-from clusterbench.analysis.shape import MAX_KEY_CHARS, MAX_KEYS, Choice
+from clusterbench.analysis.shape import MAX_CV_WARN, MAX_KEY_CHARS, MAX_KEYS, Choice
 
 # The campaign loader's bounded YAML reader and line bookkeeping: one reader for every YAML file.
 from clusterbench.campaign.spec import CampaignSource, _compose, read_yaml_text
@@ -56,8 +59,11 @@ class FigureSpec(BaseModel):
     x: Key | None = Field(None, description="the key on the x axis (a number: nb, bytes, threads, nodes)")
     series: Keys | None = Field(None, description="keys whose values are the lines")
     facet: Keys | None = Field(None, description="keys whose values are the panels (small multiples)")
-    best_over: Keys | None = Field(None, description="keys the best value is taken over (HPL: grid, tv, n)")
+    best_over: Keys | None = Field(None, description="keys the best value is taken over (HPL: grid, tv, n); "
+                                   "`repeats`: the best repeat instead of the mean of 3 or more")
     mean: bool = Field(False, description="mean with min-max bars over what is not a line or panel")
+    cv_warn: float | None = Field(None, gt=0, le=MAX_CV_WARN,
+                                  description="mark points whose repeats' CV exceeds this fraction (default 0.05)")
     title: str | None = Field(None, max_length=200)
     labels: dict[Key, str | int | float] = Field(default_factory=dict, max_length=MAX_KEYS,
                                                  description="only values with these labels, e.g. {test: PingPong}")
@@ -99,7 +105,7 @@ def parse_spec(text: str, path: str = "<report.yaml>") -> list[Choice]:
         where = {name: source.where(("figures", i, name)) for name in (*FigureSpec.model_fields, "metric")}
         choices.append(Choice(metric=f.metric, x=f.x, series=_tuple(f.series), facets=_tuple(f.facet),
                               best_over=_tuple(f.best_over), mean=f.mean, title=f.title, labels=dict(f.labels),
-                              where=where))
+                              where=where, cv_warn=f.cv_warn))
     return choices
 
 

@@ -19,6 +19,7 @@ from statistics import median
 
 from clusterbench.analysis.dataset import Dataset
 from clusterbench.execution.request import SETTING_PREFIX
+from clusterbench.report import repeats
 from clusterbench.report.figures import aggregate
 from clusterbench.report.model import Figure, Section, Table
 
@@ -110,10 +111,16 @@ def section(data: Dataset, _options) -> Section | None:
         f"({described}). TCP retransmissions and timeouts are per run, summed over its nodes, from "
         "the activity samplers (node-wide counters: other traffic on a node counts too)."])
     table = Table("tuning-configurations", "Figure of merit and TCP trouble per configuration",
-                  ["benchmark", "configuration", "metric", "n", "median", "min", "max", "change vs baseline (%)",
-                   "retransmits / run", "timeouts / run", "max sy+si %", "runs"], [])
+                  ["benchmark", "configuration", "metric", "n", "median", "min", "max", "CV (%)", "spread",
+                   "change vs baseline (%)", "retransmits / run", "timeouts / run", "max sy+si %", "runs"], [],
+                  note=repeats.note())
+    flagged = {rid for rid in runs if not repeats.counted(data, rid)}
+    if flagged:
+        shown = sorted(flagged)[:20]
+        out.paragraphs.append(f"{len(flagged)} flagged run(s) are not counted: "
+                              + repeats.runs_flags(data, shown) + (" ..." if len(flagged) > 20 else ""))
     for benchmark in sorted({r["benchmark"] for r in runs.values()}):
-        ids = {rid for rid, r in runs.items() if r["benchmark"] == benchmark}
+        ids = {rid for rid, r in runs.items() if r["benchmark"] == benchmark and rid not in flagged}
         for name, label, pick in HEADLINES.get(benchmark, ()):
             values = _headline_values(data, ids, name, label, pick)
             by_config: dict[str, list[str]] = {}
@@ -127,8 +134,10 @@ def section(data: Dataset, _options) -> Section | None:
                 mid = median(vals)
                 change = round(100 * (mid - base_median) / base_median, 1) if base_median else None
                 tcp = [_tcp(runs[r]) for r in rids]
+                spread = repeats.describe(vals)
                 table.rows.append([benchmark, config, values[rids[0]][1], len(vals), mid, min(vals), max(vals),
-                                   change, _median([t[0] for t in tcp]), _median([t[1] for t in tcp]),
+                                   repeats.cv_percent(spread), repeats.mark(spread), change,
+                                   _median([t[0] for t in tcp]), _median([t[1] for t in tcp]),
                                    _median([t[2] for t in tcp]), rids])
     if table.rows:
         out.tables.append(table)

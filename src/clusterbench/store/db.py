@@ -17,6 +17,10 @@ corrupted, unreadable, read-only or too-new database is refused with what to do 
 store opened `read_only` (read commands) never writes: SQLite's `mode=ro`, plus `immutable=1`
 when the folder is read-only (a read-only mount), where SQLite could not create its -shm file.
 The schema carries a version (`PRAGMA user_version`), upgraded step by step by MIGRATIONS.
+
+A user's judgement on runs is kept apart from what they measured (tables `curation`, `notes`:
+`clusterbench exclude`, `note`), and every full run row carries it as two more columns,
+`excluded` and `notes`, so the analysis sees it wherever it reads a run.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import sqlite3
 import stat
 import zlib
@@ -198,11 +203,37 @@ def _v2(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+# Version 3: curating what counts (`clusterbench exclude`, `include`, `note`). A run is excluded while it
+# has a `curation` row (its reason and when); `include` deletes the row. Notes are kept in the order they
+# were added. Both go with their run (ON DELETE CASCADE): `db delete` leaves nothing behind.
+CURATION_SCHEMA = """
+CREATE TABLE IF NOT EXISTS curation (
+    run_id TEXT PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+    excluded TEXT NOT NULL,
+    excluded_at TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS notes (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    at TEXT NOT NULL,
+    text TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS notes_run ON notes(run_id);
+"""
+
+
+def _v3(conn: sqlite3.Connection) -> None:
+    """Add the tables of curation: which runs a user excluded (and why) and the notes on runs."""
+    for statement in _statements(CURATION_SCHEMA):
+        conn.execute(statement)
+
+
 # Ordered (version, what it does, step): a database at version v < N gets each later step, each in
 # its own transaction that also sets user_version. Append a step (never edit one) to change the schema.
 MIGRATIONS: tuple[tuple[int, str, Callable[[sqlite3.Connection], None]], ...] = (
     (1, "tables systems, runs, metrics, campaigns, artifacts, meta", _v1),
     (2, "raw outputs stored once per content, compressed: table blobs", _v2),
+    (3, "runs excluded by a user and notes on runs: tables curation, notes", _v3),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 # The oldest version a read command reads as it is (it may not upgrade: it never writes). Version 2
@@ -224,6 +255,23 @@ MAX_TAG_KEY_CHARS = 100
 MAX_TAG_VALUE_CHARS = 1000
 MAX_TAGS_PER_RUN = 100
 TAG_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-/+@]*")
+
+# Curation (`exclude --reason`, `note`): bounded like tags, so a hostile or careless text cannot grow a
+# listing or a report without bound.
+MAX_REASON_CHARS = 500
+MAX_NOTE_CHARS = 2000
+MAX_NOTES_PER_RUN = 50
+# Every full run row carries two columns that are not in `runs`: `excluded` (the reason, or None) and
+# `notes` (a list of texts, oldest first; decoded by SQLite's column converter "cb_notes", so dict(row)
+# holds a list). The analysis reads them as any other field of a run (analysis.flags: `excluded`).
+_EXCLUDED_SQL = "(SELECT excluded FROM curation WHERE run_id = {t}.id) AS excluded"
+_NOTES_SQL = ('(SELECT json_group_array(CAST(text AS TEXT)) FROM (SELECT text FROM notes WHERE run_id = {t}.id'
+              ' ORDER BY at, id)) AS "notes [cb_notes]"')
+_NO_CURATION_SQL = "NULL AS excluded, '[]' AS \"notes [cb_notes]\""
+# Runs deleted at once from here on get a temporary index on artifacts(sha256): the trigger that
+# releases a blob looks for other references, a scan per deleted artifact without it.
+INDEXED_DELETE_RUNS = 50
+NOTES_TYPES = sqlite3.PARSE_COLNAMES  # a column named "x [cb_notes]" is read as a list (see _notes_from_sql)
 
 # Environment variables that change results and are stored with each run.
 RELEVANT_ENV_PREFIXES = ("OMP_", "OPENBLAS_", "BLIS_", "MKL_", "GOMP_", "KMP_", "OMPI_", "PMIX_",
@@ -283,6 +331,9 @@ class Store:
         self.conn.row_factory = sqlite3.Row
         self.has_blobs = self.conn.execute(  # False only for a version-1 file opened read-only
             "SELECT 1 FROM sqlite_master WHERE type='table' AND name='blobs'").fetchone() is not None
+        self.has_curation = self.conn.execute(  # False only for a version-1 or -2 file opened read-only
+            "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name IN ('curation', 'notes')"
+        ).fetchone()[0] == 2
 
     def _open_write(self, facts: FileFacts | None) -> sqlite3.Connection:
         folder = self.path.parent
@@ -298,7 +349,8 @@ class Store:
             raise EnvironmentProblem(f"the database's folder {folder} is read-only: SQLite must create "
                                      f"{self.path.name}-wal and {self.path.name}-shm beside it to write",
                                      where=str(self.path), hint=READ_ONLY_HINT)
-        with self._closing_on_error(sqlite3.connect(self.path, timeout=30, isolation_level=None)) as conn:
+        connection = sqlite3.connect(self.path, timeout=30, isolation_level=None, detect_types=NOTES_TYPES)
+        with self._closing_on_error(connection) as conn:
             tables, version = self._probe(conn)
             if not tables:  # only a new file takes a page size (WAL fixes it once written)
                 conn.execute(f"PRAGMA page_size={NEW_PAGE_SIZE}")
@@ -349,7 +401,7 @@ class Store:
     def _empty(self) -> sqlite3.Connection:
         """A database not created yet reads as an empty one, without creating a file."""
         self.exists = False
-        conn = sqlite3.connect(":memory:", isolation_level=None)
+        conn = sqlite3.connect(":memory:", isolation_level=None, detect_types=NOTES_TYPES)
         _migrate(conn)
         conn.execute("PRAGMA query_only=ON")
         return conn
@@ -373,7 +425,8 @@ class Store:
         other = object.__new__(Store)
         other.path, other.read_only, other.exists, other.migrated_from = self.path, self.read_only, self.exists, None
         other._batch, other._last_digest, other.has_blobs = None, None, self.has_blobs
-        other.conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        other.has_curation = self.has_curation
+        other.conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, detect_types=NOTES_TYPES)
         other.conn.execute("PRAGMA synchronous=NORMAL")
         other.conn.execute("PRAGMA foreign_keys=ON")
         if self.read_only:
@@ -633,6 +686,136 @@ class Store:
                 changed += len(updates)
         return changed
 
+    # ------------------------------------------------------------------ curation
+
+    def exclude_runs(self, run_ids: Iterable[str], reason: str) -> tuple[int, int]:
+        """Keep these runs stored but out of what counts (bests, baselines, history, the tuner),
+        with `reason`, in one transaction. Returns (newly excluded, excluded before whose reason
+        changed); a run excluded already with the same reason is not counted, an unknown id ignored."""
+        reason = check_curation_text(reason, "reason", MAX_REASON_CHARS)
+        ids, new, changed = list(dict.fromkeys(run_ids)), 0, 0
+        with self.transaction() as c:
+            for chunk in _chunks(ids):
+                marks = ",".join("?" * len(chunk))
+                before = dict(c.execute(f"SELECT run_id, excluded FROM curation WHERE run_id IN ({marks})", chunk))
+                stored = [row[0] for row in c.execute(f"SELECT id FROM runs WHERE id IN ({marks})", chunk)]
+                at = now_iso()
+                rows = [(run_id, reason, at) for run_id in stored if before.get(run_id) != reason]
+                c.executemany("INSERT INTO curation (run_id, excluded, excluded_at) VALUES (?,?,?) ON CONFLICT(run_id)"
+                              " DO UPDATE SET excluded=excluded.excluded, excluded_at=excluded.excluded_at", rows)
+                changed += sum(1 for run_id, _r, _a in rows if run_id in before)
+                new += sum(1 for run_id, _r, _a in rows if run_id not in before)
+        return new, changed
+
+    def include_runs(self, run_ids: Iterable[str]) -> int:
+        """Undo `exclude_runs` for these runs; returns how many were excluded."""
+        ids, count = list(dict.fromkeys(run_ids)), 0
+        with self.transaction() as c:
+            for chunk in _chunks(ids):
+                count += c.execute(f"DELETE FROM curation WHERE run_id IN ({','.join('?' * len(chunk))})",
+                                   chunk).rowcount
+        return count
+
+    def add_note(self, run_id: str, text: str) -> int:
+        """Add a note to a stored run (the report and `results RUN` show it); returns its count of
+        notes. Refused for an unknown run and past MAX_NOTES_PER_RUN."""
+        text = check_curation_text(text, "note", MAX_NOTE_CHARS)
+        with self.transaction() as c:
+            if c.execute("SELECT 1 FROM runs WHERE id=?", (run_id,)).fetchone() is None:
+                raise UserInputError(f"no run with id {run_id!r}", where=str(self.path),
+                                     hint="list run ids with `clusterbench results`")
+            count = c.execute("SELECT COUNT(*) FROM notes WHERE run_id=?", (run_id,)).fetchone()[0]
+            if count >= MAX_NOTES_PER_RUN:
+                raise UserInputError(f"run {run_id} has {count} notes already, the limit",
+                                     hint="keep longer remarks in a file and name it in one note")
+            c.execute("INSERT INTO notes (run_id, at, text) VALUES (?,?,?)", (run_id, now_iso(), text))
+        return count + 1
+
+    def exclusion(self, run_id: str) -> sqlite3.Row | None:
+        """(excluded, excluded_at) of an excluded run, else None."""
+        if not self.has_curation:
+            return None
+        return self.conn.execute("SELECT excluded, excluded_at FROM curation WHERE run_id=?", (run_id,)).fetchone()
+
+    def notes(self, run_id: str) -> list[sqlite3.Row]:
+        """A run's notes (at, text), oldest first."""
+        if not self.has_curation:
+            return []
+        return self.conn.execute("SELECT at, CAST(text AS TEXT) AS text FROM notes WHERE run_id=? ORDER BY at, id"
+                                 f" LIMIT {MAX_NOTES_PER_RUN}", (run_id,)).fetchall()
+
+    def delete_runs(self, run_ids: Iterable[str]) -> Deleted:
+        """Remove these runs for good: their rows, metrics, outputs (a stored output goes with the
+        last run that refers to it: the release trigger), notes and exclusion, in one transaction;
+        then their run directories, but only those inside this store's runs dir (an imported run's
+        folder is the user's: never removed, listed in kept_dirs)."""
+        ids = list(dict.fromkeys(run_ids))
+        done = Deleted()
+        dirs: list[tuple[Path, Path]] = []
+        counted = ("metrics", "artifacts") + (("notes", "curation") if self.has_curation else ())
+        with self.transaction() as c:
+            indexed = len(ids) > INDEXED_DELETE_RUNS
+            if indexed:
+                c.execute("CREATE INDEX IF NOT EXISTS artifacts_sha256_delete ON artifacts(sha256)")
+            blobs_before = c.execute("SELECT COUNT(*) FROM blobs").fetchone()[0] if self.has_blobs else 0
+            for chunk in _chunks(ids):
+                marks = ",".join("?" * len(chunk))
+                for table in counted:
+                    found = c.execute(f"SELECT COUNT(*) FROM {table} WHERE run_id IN ({marks})", chunk).fetchone()[0]
+                    name = "excluded" if table == "curation" else table
+                    setattr(done, name, getattr(done, name) + found)
+                for run_id, workdir in c.execute(f"SELECT id, workdir FROM runs WHERE id IN ({marks})", chunk):
+                    dirs += self._run_dirs(run_id, workdir, done)
+                done.runs += c.execute(f"DELETE FROM runs WHERE id IN ({marks})", chunk).rowcount
+            if self.has_blobs:
+                done.blobs = blobs_before - c.execute("SELECT COUNT(*) FROM blobs").fetchone()[0]
+            if indexed:
+                c.execute("DROP INDEX IF EXISTS artifacts_sha256_delete")
+            if dirs:
+                dirs = self._unshared(c, dirs, done)
+        for folder in dict.fromkeys(resolved for _named, resolved in dirs):
+            size = _tree_size(folder)
+            try:
+                shutil.rmtree(folder)
+            except OSError:
+                done.kept_dirs.append(f"{folder} (could not be removed)")
+                continue
+            done.dirs.append(str(folder))
+            done.dir_bytes += size
+        return done
+
+    @staticmethod
+    def _unshared(c: sqlite3.Connection, dirs: list[tuple[Path, Path]], done: Deleted) -> list[tuple[Path, Path]]:
+        """The directories no run still stored works in (its workdir is not one of them, inside one
+        or around one): a campaign that shared a folder keeps it for the runs that stay."""
+        sql = "SELECT DISTINCT workdir FROM runs WHERE workdir IS NOT NULL"
+        kept = [os.path.normpath(row[0]) for row in c.execute(sql)]
+        out = []
+        for named, folder in dirs:  # the path as runs name it, and resolved (no link in between)
+            texts = {os.path.normpath(named), str(folder)}
+            if any(w == t or w.startswith(t + os.sep) or t.startswith(w + os.sep) for w in kept for t in texts):
+                done.kept_dirs.append(f"{folder} (runs still stored use it)")
+            else:
+                out.append((named, folder))
+        return out
+
+    def _run_dirs(self, run_id: str, workdir: str | None, done: Deleted) -> list[tuple[Path, Path]]:
+        """The run's directory when it lies inside the runs dir (not the runs dir itself, not a
+        symbolic link); a workdir elsewhere is noted in done.kept_dirs."""
+        root = self.runs_dir.resolve()
+        candidates = [Path(workdir)] if workdir else []
+        candidates.append(self.runs_dir / run_id)
+        out = []
+        for path in dict.fromkeys(candidates):
+            if path.is_symlink() or not path.is_dir():
+                continue
+            resolved = path.resolve()
+            if resolved != root and resolved.is_relative_to(root):
+                out.append((path, resolved))
+            elif path == Path(workdir or ""):
+                done.kept_dirs.append(str(path))
+        return out
+
     @staticmethod
     def _insert_metrics(c: sqlite3.Connection, run_id: str, metrics: Iterable[Metric]) -> None:
         c.executemany(
@@ -643,20 +826,41 @@ class Store:
 
     # ------------------------------------------------------------------ reads
 
+    def curation_columns(self, table: str = "runs") -> str:
+        """The SQL of the two columns every full run row carries, `excluded` and `notes`, for a
+        query on `table` (a name or an alias of runs). Constant when nothing is curated, so a store
+        without curation pays nothing per row."""
+        if not self.has_curation or not self.conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM curation) OR EXISTS (SELECT 1 FROM notes)").fetchone()[0]:
+            return _NO_CURATION_SQL
+        return _EXCLUDED_SQL.format(t=table) + ", " + _NOTES_SQL.format(t=table)
+
     def run(self, run_id: str) -> sqlite3.Row | None:
-        return self.conn.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
+        return self.conn.execute(f"SELECT *, {self.curation_columns()} FROM runs WHERE id=?", (run_id,)).fetchone()
 
     def runs(self, benchmark: str | None = None, campaign: str | None = None,
              status: str | None = None, limit: int | None = None) -> list[sqlite3.Row]:
-        sql, args = "SELECT * FROM runs WHERE 1=1", []
+        """Runs matching the filters, newest first, at most `limit` (None or 0: all)."""
+        where, args = self._filters(benchmark, campaign, status)
+        sql = f"SELECT *, {self.curation_columns()} FROM runs WHERE 1=1{where} ORDER BY started_at DESC"
+        if limit:
+            sql += f" LIMIT {int(limit)}"
+        return self.conn.execute(sql, args).fetchall()
+
+    def count_runs(self, benchmark: str | None = None, campaign: str | None = None,
+                   status: str | None = None) -> int:
+        """How many runs match the filters of `runs` (what a listing that shows fewer says it hides)."""
+        where, args = self._filters(benchmark, campaign, status)
+        return self.conn.execute(f"SELECT COUNT(*) FROM runs WHERE 1=1{where}", args).fetchone()[0]
+
+    @staticmethod
+    def _filters(benchmark: str | None, campaign: str | None, status: str | None) -> tuple[str, list]:
+        sql, args = "", []
         for col, val in (("benchmark", benchmark), ("campaign", campaign), ("status", status)):
             if val is not None:
                 sql += f" AND {col}=?"
                 args.append(val)
-        sql += " ORDER BY started_at DESC"
-        if limit:
-            sql += f" LIMIT {int(limit)}"
-        return self.conn.execute(sql, args).fetchall()
+        return sql, args
 
     def finished_ids(self, ids: list[str], statuses: tuple[str, ...]) -> set[str]:
         """Which of these run ids are stored with one of these statuses."""
@@ -725,7 +929,7 @@ class Store:
         """Metrics joined with their runs: the shape analysis and the planner read."""
         sql = ("SELECT r.id AS run_id, r.benchmark, r.campaign, r.params, r.repeat, r.status,"
                " r.valid AS run_valid, r.system_id, r.started_at, r.duration_s, r.tags, r.facts,"
-               " m.name, m.value, m.unit, m.higher_is_better, m.labels, m.valid"
+               f" m.name, m.value, m.unit, m.higher_is_better, m.labels, m.valid, {self.curation_columns('r')}"
                " FROM metrics m JOIN runs r ON r.id = m.run_id WHERE 1=1")
         args: list = []
         for col, val in (("m.name", name), ("r.benchmark", benchmark), ("r.system_id", system_id),
@@ -759,7 +963,7 @@ class Store:
         json_type, NULL when absent) and v<i> (its json_extract), so a term on one parameter does
         not decode every run's parameters in Python. A malformed JSON text makes SQLite fail the
         query (sqlite3.OperationalError): the caller then decodes in Python."""
-        names, args = "*", []
+        names, args = f"*, {self.curation_columns()}", []
         if columns is not None:
             columns = list(columns)
             unknown = [c for c in columns if c not in RUN_COLUMNS]
@@ -784,10 +988,11 @@ class Store:
 
     def runs_by_id(self, ids: Iterable[str]) -> dict[str, sqlite3.Row]:
         """Run id -> full row, for these ids (unknown ones left out)."""
-        ids, rows = list(ids), {}
+        ids, rows, extra = list(ids), {}, self.curation_columns()
         for start in range(0, len(ids), 500):  # SQLite limits the number of parameters
             chunk = ids[start:start + 500]
-            for row in self.conn.execute(f"SELECT * FROM runs WHERE id IN ({','.join('?' * len(chunk))})", chunk):
+            for row in self.conn.execute(f"SELECT *, {extra} FROM runs WHERE id IN ({','.join('?' * len(chunk))})",
+                                         chunk):
                 rows[row["id"]] = row
         return rows
 
@@ -797,7 +1002,7 @@ class Store:
 
     def all_runs(self) -> list[sqlite3.Row]:
         """Every run, oldest first: what selections (reports, comparisons) filter."""
-        return self.conn.execute("SELECT * FROM runs ORDER BY started_at, id").fetchall()
+        return self.conn.execute(f"SELECT *, {self.curation_columns()} FROM runs ORDER BY started_at, id").fetchall()
 
     def run_count(self) -> int:
         return self.conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
@@ -856,11 +1061,89 @@ IMPORT_LAUNCHER = _json({"name": "import"})
 
 
 def decoded_run(row: sqlite3.Row) -> dict:
-    """A run row as a dict with its JSON columns (params, env, launcher, tags, facts) decoded."""
+    """A run row as a dict with its JSON columns (params, env, launcher, tags, facts) decoded, and
+    its curation: `excluded` (the reason, or None) and `notes` (a list of texts, oldest first)."""
     run = dict(row)
     for key in JSON_RUN_COLUMNS:
         run[key] = json.loads(run[key]) if run.get(key) else {}
+    run.setdefault("excluded", None)
+    run["notes"] = decode_notes(run.get("notes"))
     return run
+
+
+def decode_notes(value) -> list[str]:
+    """A run's notes as a list of texts, whatever form a row holds them in: the list the "cb_notes"
+    converter made, a JSON text, or nothing (a row read without its curation)."""
+    if isinstance(value, list):
+        return [str(v) for v in value[:MAX_NOTES_PER_RUN]]
+    if isinstance(value, bytes | str) and value:
+        return _notes_from_sql(value.encode() if isinstance(value, str) else value)
+    return []
+
+
+def _notes_from_sql(data: bytes) -> list[str]:
+    """The "cb_notes" column converter: SQLite's JSON array of a run's notes as a list of texts,
+    bounded; a damaged text reads as no notes rather than failing the read of the run."""
+    if data == b"[]":
+        return []
+    try:
+        value = json.loads(data.decode("utf-8", "replace"))
+    except ValueError:
+        return []
+    if not isinstance(value, list):
+        return []
+    return [str(v)[:MAX_NOTE_CHARS] for v in value[:MAX_NOTES_PER_RUN] if v is not None]
+
+
+sqlite3.register_converter("cb_notes", _notes_from_sql)
+
+
+def _chunks(ids: list[str], size: int = 500) -> Iterator[list[str]]:
+    """Run ids in slices SQLite takes as parameters of one statement."""
+    for start in range(0, len(ids), size):
+        yield ids[start:start + size]
+
+
+def _tree_size(folder: Path) -> int:
+    """Bytes of the files under a folder (not following links), for what a deletion freed."""
+    total = 0
+    for path in folder.rglob("*"):
+        try:
+            if path.is_file() and not path.is_symlink():
+                total += path.stat().st_size
+        except OSError:
+            pass
+    return total
+
+
+def check_curation_text(text, what: str, most: int) -> str:
+    """A reason or a note: printable text (no control characters), not empty, at most `most`
+    characters; refused with UserInputError saying which limit it broke."""
+    if not isinstance(text, str) or not text.strip():
+        raise UserInputError(f"the {what} is empty", hint=f"write the {what} as a short text in quotes")
+    text = text.strip()
+    if len(text) > most:
+        raise UserInputError(f"the {what} has {len(text):,} characters, more than {most}",
+                             hint=f"shorten the {what}; keep details in a file and name it")
+    if not text.isprintable():
+        raise UserInputError(f"the {what} holds a control character (a newline, tab or escape)",
+                             hint=f"write the {what} on one line of plain text")
+    return text
+
+
+@dataclass
+class Deleted:
+    """What `Store.delete_runs` removed: rows of each table, and run directories on disk."""
+
+    runs: int = 0
+    metrics: int = 0
+    artifacts: int = 0
+    blobs: int = 0
+    notes: int = 0
+    excluded: int = 0
+    dirs: list[str] = field(default_factory=list)
+    dir_bytes: int = 0
+    kept_dirs: list[str] = field(default_factory=list)  # named by a run but outside the runs dir: left
 
 
 @dataclass
@@ -1109,7 +1392,7 @@ def _connect_ro(path: Path, immutable: bool) -> sqlite3.Connection:
     """SQLite's read-only mode; `immutable` also skips locks and the -shm file (a read-only folder)."""
     uri = f"file:{quote(str(path.absolute()))}?mode=ro" + ("&immutable=1" if immutable else "")
     try:
-        return sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None)
+        return sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None, detect_types=NOTES_TYPES)
     except sqlite3.Error as exc:
         problem = explain(exc, path)
         if problem is None:

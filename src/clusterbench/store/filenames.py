@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from clusterbench.bench.canonical import canonical_blas, canonical_interconnect
 from clusterbench.errors import UserInputError
@@ -258,3 +259,22 @@ def _grid(p: int, q: int) -> tuple[str | None, str | None]:
 
 
 _CONVERT = {"int": _as_int, "float": _as_float, "str": _as_str, "grid": _as_grid, "grids": _as_grids}
+
+
+# A date and time of day in a file name, as programs and job scripts write them: HPCG's report
+# `HPCG-Benchmark_3.1_2017-03-27_15-44-28.txt`, HPCG 3.0's `..._2015:12:01-10:09:23.yaml`, a cron job's
+# `20170322_154501.out`. Digits glued to either side are part of another number, not a date.
+_NAME_TIME = re.compile(r"(?<![0-9])((?:19|20)[0-9]{2})([-.:]?)([0-9]{2})\2([0-9]{2})[-_.T]?"
+                        r"([0-9]{2})([-.:]?)([0-9]{2})\6([0-9]{2})(?![0-9])")
+
+
+def time_in_name(name: str) -> str | None:
+    """The date and time a file name holds, as ISO 8601 without a zone (the writer's local time, as
+    HPL and HPCC print theirs), or None when it holds none that is a real date."""
+    for m in _NAME_TIME.finditer(name[:MAX_NAME_CHARS]):
+        year, _, month, day, hour, _, minute, second = m.groups()
+        try:
+            return datetime(int(year), int(month), int(day), int(hour), int(minute), int(second)).isoformat()
+        except ValueError:  # 2017-13-45: digits, not a date
+            continue
+    return None

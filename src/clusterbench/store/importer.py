@@ -12,8 +12,19 @@ lines, echoed Slurm/PBS variables: `jobreport`) adds the hosts and the network; 
 pattern (`filenames`) can add what only the name says (node count, BLAS), and `--tag` adds
 the rest. BLAS and interconnect names are stored canonical, with the spelling as written kept.
 
-Re-importing is harmless: each result carries a hash of the file's bytes and its position in
-the file, and a result already stored is skipped; with `--tag`, the stored runs get the tags.
+Re-importing is harmless, and it is how a wrong reading is corrected: each result carries a hash of
+the file's bytes and its position in the file, so a result already stored is never stored twice (its
+run id stays the same), but what the import itself adds is brought up to date (`_update_stored`): the
+fields read from the name when a `--name-pattern` is given (the output still wins over its name), the
+`--tag`s (added or replaced, never removed), the validity that depends on them (the `--rpeak-node`
+bound with the new node count), and the date when the file now dates it better. The report counts the
+results that changed.
+
+A result is dated by its file: the start its output states (HPL, IMB, HPCC's `Current time`), else a
+date in its file name (HPCG's report `HPCG-Benchmark_3.1_2017-03-27_15-44-28.txt`), else the file's
+modification time, never the import time; `facts.dated_by` says which ("file", "file name", "file time").
+A file whose name does not fit `--name-pattern` is counted and named in the report (`name_mismatch`);
+`refuse_name_mismatches` (the CLI's `--strict`) refuses such an import before storing anything.
 
 Each file is its own transaction. A file that cannot be used (unreadable, not a regular file,
 empty, binary, too large, with more results than a file can sensibly hold, a number its parser
@@ -28,6 +39,7 @@ from __future__ import annotations
 import errno
 import glob
 import hashlib
+import json
 import os
 import re
 import signal
@@ -46,7 +58,7 @@ from clusterbench.bench.declare import OutputFormat, Result
 from clusterbench.bench.metrics import TooManyResults
 from clusterbench.errors import EnvironmentProblem, UserInputError
 from clusterbench.store.db import RunRecord, Store, check_tag_key, check_tag_value, explain
-from clusterbench.store.filenames import NameFields, NamePattern, compile_name_pattern
+from clusterbench.store.filenames import NameFields, NamePattern, compile_name_pattern, time_in_name
 from clusterbench.store.jobreport import JobInfo, parse_job
 
 # Bounds on what one file may make the importer read, build and store (a file is input from anyone).
@@ -57,6 +69,12 @@ MAX_METRICS_PER_FILE = 200_000  # metric rows one file may add (an OSU table of 
 # come from it: the raw bytes one file adds are its size, bounded here (MAX_FILE_BYTES is below it).
 MAX_COPY_BYTES = 1024 * 1024 * 1024
 MAX_PARSE_SECONDS = 30  # the time recognising and parsing one file may take
+MAX_NAMES_LISTED = 10  # file names a refusal or a summary lists before "and N more"
+
+# How a result's date was obtained, best first: stated in the output, in its file name, the file's time.
+DATED_BY_RANK = {"file": 3, "file name": 2, "file time": 1}
+# The facts that come from the file name (rewritten when a re-import gives a --name-pattern).
+NAME_FACTS = ("from_file_name", "file_name_conflicts", "file_name_problems", "as_written")
 
 _COMPRESSED = ((b"\x1f\x8b", "gzip"), (b"\xfd7zXZ\x00", "xz"), (b"BZh", "bzip2"), (b"PK\x03\x04", "zip"),
                (b"\x28\xb5\x2f\xfd", "zstd"))
@@ -69,6 +87,9 @@ class FileReport:
     stored: int = 0
     duplicates: int = 0
     retagged: int = 0  # runs already stored that this import's --tag changed
+    updated: int = 0  # runs already stored that this import changed (name fields, tags, validity, date)
+    changed: dict[str, int] = field(default_factory=dict)  # what changed in them: field -> runs
+    name_mismatch: bool = False  # an output whose name does not fit --name-pattern: nothing read from it
     invalid: int = 0
     note: str | None = None  # why nothing was stored from a file that is fine (not an output, a log)
     skipped: str | None = None  # why a bad file was skipped: nothing of it is stored
@@ -76,7 +97,9 @@ class FileReport:
 
     def as_dict(self) -> dict:
         return {"file": self.path, "kind": self.kind, "stored": self.stored, "already_stored": self.duplicates,
-                "retagged": self.retagged, "invalid": self.invalid, "invalid_reasons": self.invalid_reasons,
+                "retagged": self.retagged, "updated": self.updated, "unchanged": self.duplicates - self.updated,
+                "changed": self.changed, "name_mismatch": self.name_mismatch,
+                "invalid": self.invalid, "invalid_reasons": self.invalid_reasons,
                 "note": self.note, "skipped": self.skipped}
 
 
@@ -91,6 +114,19 @@ class ImportReport:
     def skipped(self) -> list[FileReport]:
         """The bad files, each with its reason."""
         return [f for f in self.files if f.skipped]
+
+    @property
+    def name_mismatches(self) -> list[str]:
+        """The outputs whose file name does not fit --name-pattern (their results hold nothing from it)."""
+        return [f.path for f in self.files if f.name_mismatch]
+
+    def changed(self) -> dict[str, int]:
+        """What this import changed in results stored before: field -> how many results."""
+        out: dict[str, int] = {}
+        for f in self.files:
+            for key, count in f.changed.items():
+                out[key] = out.get(key, 0) + count
+        return out
 
     @property
     def imported(self) -> int:
@@ -283,28 +319,67 @@ def _line_of(text: str, exc: BaseException) -> str:
 
 def import_paths(store: Store, paths: Iterable[str], tags: dict | None = None, name_pattern: str | None = None,
                  campaign: str | None = None, on_file: Callable[[FileReport], None] | None = None,
-                 rpeak_node_gflops: float | None = None) -> ImportReport:
-    return import_files(store, expand_paths(paths), tags, name_pattern, campaign, on_file, rpeak_node_gflops)
+                 rpeak_node_gflops: float | None = None, refuse_name_mismatches: bool = False) -> ImportReport:
+    return import_files(store, expand_paths(paths), tags, name_pattern, campaign, on_file, rpeak_node_gflops,
+                        refuse_name_mismatches)
 
 
 def import_files(store: Store, files: Iterable[Path], tags: dict | None = None, name_pattern: str | None = None,
                  campaign: str | None = None, on_file: Callable[[FileReport], None] | None = None,
-                 rpeak_node_gflops: float | None = None) -> ImportReport:
+                 rpeak_node_gflops: float | None = None, refuse_name_mismatches: bool = False) -> ImportReport:
     """Import each file in its own transaction: a bad file is skipped (with its reason in the
     report), the others are stored. A database that fails (locked, full, corrupted) stops the
-    import with `EnvironmentProblem`; the files before it stay stored."""
+    import with `EnvironmentProblem`; the files before it stay stored.
+
+    With `refuse_name_mismatches` and a pattern, an output file whose name does not fit the pattern
+    is a `UserInputError` raised before anything is stored (the names are listed, bounded)."""
     pattern = compile_name_pattern(printable(name_pattern)) if name_pattern else None
     tags = {printable(str(k)): printable(v) if isinstance(v, str) else v for k, v in (tags or {}).items()}
     tags = {check_tag_key(k): check_tag_value(k, v) for k, v in tags.items()}  # bad ones before any file
     campaign = printable(campaign) if campaign else None
     report = ImportReport()
     registry.registered()  # benchmark plugins load here, not within the first file's parse time budget
+    files = list(files)
+    if pattern and refuse_name_mismatches:
+        refuse_mismatching_names(files, pattern)
     for path in files:
         rep = import_file(store, path, tags, pattern, campaign, rpeak_node_gflops)
         report.files.append(rep)
         if on_file:
             on_file(rep)
     return report
+
+
+def mismatching_outputs(files: Iterable[Path], pattern: NamePattern) -> list[str]:
+    """The benchmark outputs among `files` whose name does not fit `pattern`. Only those names are
+    read: a file that is not an output (a README, a log), or that cannot be read, is no mismatch."""
+    found = []
+    for path in files:
+        if pattern.split(printable(path.name)) is not None:
+            continue
+        try:
+            data, _ = read_output(path)
+            fmt, results, _ = parse_bounded(data.decode("utf-8", errors="replace"))
+        except Skipped:
+            continue
+        if fmt is not None and results:
+            found.append(printable(str(path)))
+    return found
+
+
+def refuse_mismatching_names(files: Iterable[Path], pattern: NamePattern) -> None:
+    """`UserInputError` naming the outputs whose name does not fit `pattern` (nothing is stored yet)."""
+    if bad := mismatching_outputs(files, pattern):
+        raise UserInputError(f"--strict: {len(bad)} output file(s) do not match --name-pattern {pattern.text!r}, "
+                             f"so nothing was imported: {bounded_list(bad)}",
+                             hint="correct --name-pattern (or rename the files), or import without --strict: the "
+                                  "files are then stored with what their content states and listed as not matching")
+
+
+def bounded_list(items: list[str], most: int = MAX_NAMES_LISTED) -> str:
+    """'a, b, c' or 'a, b, c and 7 more'."""
+    shown = ", ".join(items[:most])
+    return shown + (f" and {len(items) - most} more" if len(items) > most else "")
 
 
 def import_file(store: Store, path: Path, tags: dict, pattern: NamePattern | None, campaign: str | None,
@@ -330,24 +405,25 @@ def import_file(store: Store, path: Path, tags: dict, pattern: NamePattern | Non
     name = printable(path.name)
     source = printable(os.path.realpath(path))
     from_name = pattern.read(name) if pattern else NameFields()
+    rep.name_mismatch = pattern is not None and pattern.split(name) is None
     mtime = datetime.fromtimestamp(st.st_mtime, UTC).isoformat()
-    already: list[str] = []  # the run ids of results stored before
+    read = _Reading(from_name, pattern is not None, job, tags, campaign, source, name, mtime, rpeak_node_gflops)
     try:
         with store.batch(every=len(results) + 1):  # one transaction per file: all of it or nothing
             for index, result in enumerate(results):
-                run_id, stored = _store_result(store, fmt, result, index, digest, from_name, job, tags, campaign,
-                                               source, name, mtime, data, rpeak_node_gflops)
+                stored, changed = _store_result(store, fmt, result, index, digest, read, data)
                 rep.stored += 1 if stored else 0
                 rep.duplicates += 0 if stored else 1
-                if not stored:
-                    already.append(run_id)
+                if changed:
+                    rep.updated += 1
+                    rep.retagged += 1 if "tags" in changed else 0
+                    for key in changed:
+                        rep.changed[key] = rep.changed.get(key, 0) + 1
                 if stored and not result.outcome.valid:
                     rep.invalid += 1
                     for reason in result.outcome.reasons:
                         if reason not in rep.invalid_reasons and len(rep.invalid_reasons) < 10:
                             rep.invalid_reasons.append(reason)
-            if already and tags:
-                rep.retagged = _retag(store, already, tags, rep)
     except (sqlite3.IntegrityError, sqlite3.DataError, sqlite3.ProgrammingError, sqlite3.InterfaceError,
             ValueError, OverflowError, TypeError) as exc:  # this file's values, not the database, are at fault
         return FileReport(shown, kind, skipped=f"the database refused a value of it ({_short_message(exc)})")
@@ -358,15 +434,6 @@ def import_file(store: Store, path: Path, tags: dict, pattern: NamePattern | Non
             "is missing)")
         raise problem from exc
     return rep
-
-
-def _retag(store: Store, run_ids: list[str], tags: dict, rep: FileReport) -> int:
-    """Add --tag to the runs of a file imported before; how many runs changed."""
-    update = getattr(store, "update_tags", None)
-    if update is None:  # a store without it cannot retag: say so rather than do nothing silently
-        rep.note = "already stored: this store cannot add --tag to stored runs"
-        return 0
-    return update(run_ids, add=tags)
 
 
 def _too_much(results: list[Result], size: int) -> str | None:
@@ -380,51 +447,170 @@ def _too_much(results: list[Result], size: int) -> str | None:
     return None
 
 
-def _store_result(store: Store, fmt: OutputFormat, result: Result, index: int, digest: str, from_name: NameFields,
-                  job: JobInfo | None, tags: dict, campaign: str | None, source: str, name: str, mtime: str,
-                  data: bytes, rpeak_node_gflops: float | None) -> tuple[str, bool]:
-    """Store one result; (its run id, False when its content hash was stored before)."""
+@dataclass
+class _Reading:
+    """What one import adds to every result of a file, beside the result itself."""
+
+    from_name: NameFields
+    name_given: bool  # a --name-pattern was given: the name's fields are (re)read
+    job: JobInfo | None
+    tags: dict
+    campaign: str | None
+    source: str
+    name: str
+    mtime: str
+    rpeak_node_gflops: float | None
+
+
+def _store_result(store: Store, fmt: OutputFormat, result: Result, index: int, digest: str, read: _Reading,
+                  data: bytes) -> tuple[bool, set[str]]:
+    """Store one result: (True, {}) when new; (False, what changed) when its content hash was stored
+    before, in which case the stored run is brought up to date (`_update_stored`)."""
     content_hash = f"{digest}:{index}"
     run_id = f"import-{result.benchmark}-{hashlib.sha256(content_hash.encode()).hexdigest()[:12]}"
+    prior = store.conn.execute("SELECT id, params, tags, facts, valid, reason, started_at, ended_at, duration_s"
+                               " FROM runs WHERE content_hash=?", (content_hash,)).fetchone()
+    prior_facts = _decoded(prior["facts"]) if prior else {}
     stated, as_written = _canonical(result.params)
-    stated |= _job_params(job)
-    params = from_name.values | stated  # what the file states wins over its name
+    stated |= _job_params(read.job)
+    from_name = read.from_name
+    if prior and not read.name_given:  # no pattern now: what an earlier pattern read stays as it was
+        params = _decoded(prior["params"])
+    else:
+        params = from_name.values | stated  # what the file states wins over its name
+    tags = (_decoded(prior["tags"]) | read.tags) if prior else dict(read.tags)
+    rpeak = read.rpeak_node_gflops or prior_facts.get("rpeak_node_gflops")
+    facts = result.outcome.facts | {"source_file": read.source, "result_index": index,
+                                    "from_file_name": sorted(from_name.values), "file_mtime": read.mtime}
+    if rpeak and fmt.rpeak_check:
+        facts["rpeak_node_gflops"] = rpeak
+        nodes, counted = _node_count(params, tags, "hosts in the job report" if read.job and read.job.hosts
+                                     else "from the file name")
+        if nodes is None:
+            facts["rpeak_check"] = ("not made: the node count is not stated (give it with --name-pattern or "
+                                    "--tag nodes=N)")
+        else:
+            fmt.rpeak_check(result.outcome, rpeak * nodes,
+                            f"{nodes} node(s) ({counted}) x {rpeak:g} Gflop/s given with --rpeak-node")
+    if read.job and (failure := read.job.failure()) and failure not in result.outcome.reasons:
+        result.outcome.reasons.append(failure)  # a remark: the benchmark's own checks decide validity
+    facts |= _name_facts(from_name, stated, as_written)
+    started, ended, dating = _dates(result, read)
+    facts |= dating
+    if prior:
+        return False, _update_stored(store, prior, prior_facts, params, read.tags, facts, read.name_given, result,
+                                     started, ended)
+    nodes = None
+    if read.job:
+        facts["job"] = read.job.as_facts()
+        nodes = read.job.node_list()
+        if read.job.hosts and nodes is None:
+            facts["job"]["node_list_problem"] = "the host names cannot be folded as a node set: see hosts"
+    record = RunRecord(id=run_id, benchmark=result.benchmark, params=params, campaign=read.campaign,
+                       tags=tags, source="import", content_hash=content_hash,
+                       workdir=printable(os.path.dirname(read.source)), nodes=nodes)
+    stored = store.add_imported_run(
+        record, result.outcome.valid, "; ".join(result.outcome.reasons) or None, result.outcome.metrics,
+        facts, read.name, data, started, ended, result.duration_s)
+    return stored, set()
+
+
+def _name_facts(from_name: NameFields, stated: dict, as_written: dict) -> dict:
+    """The facts read from the file name: conflicts with what the output states, problems, spellings.
+    Facts repeat nothing the row holds already (17k results of one study): the name's values are in
+    params (or in the conflicts), its keys are enough."""
+    out: dict = {}
     conflicts = {k: v for k, v in from_name.values.items() if k in stated and str(stated[k]) != str(v)}
     if isinstance(grids := from_name.values.get("grids"), list) and "p" in stated and "q" in stated \
             and f"{stated['p']}x{stated['q']}" not in grids:
         conflicts["grids"] = grids  # the grid this result ran is not among those the name lists
-    if rpeak_node_gflops and fmt.rpeak_check:
-        nodes, counted = _node_count(params, tags, "hosts in the job report" if job and job.hosts
-                                     else "from the file name")
-        fmt.rpeak_check(result.outcome, rpeak_node_gflops * nodes,
-                        f"{nodes} node(s) ({counted}) x {rpeak_node_gflops:g} Gflop/s given with --rpeak-node")
-    if job and (failure := job.failure()) and failure not in result.outcome.reasons:
-        result.outcome.reasons.append(failure)  # a remark: the benchmark's own checks decide validity
-    # Facts repeat nothing the row holds already (17k results of one study): the name's values are in
-    # params (or in the conflicts), its keys are enough; the stated start is the row's started_at when readable.
-    facts = result.outcome.facts | {"source_file": source, "result_index": index,
-                                    "from_file_name": sorted(from_name.values), "file_mtime": mtime}
-    if not output_time_iso(result.started_at):  # none stated, or unreadable: the row holds the import time
-        facts["stated_start"] = result.started_at
     if conflicts:
-        facts["file_name_conflicts"] = conflicts
+        out["file_name_conflicts"] = conflicts
     if from_name.problems:
-        facts["file_name_problems"] = from_name.problems
+        out["file_name_problems"] = from_name.problems
     if as_written := from_name.as_written | as_written:
-        facts["as_written"] = as_written
-    nodes = None
-    if job:
-        facts["job"] = job.as_facts()
-        nodes = job.node_list()
-        if job.hosts and nodes is None:
-            facts["job"]["node_list_problem"] = "the host names cannot be folded as a node set: see hosts"
-    record = RunRecord(id=run_id, benchmark=result.benchmark, params=params, campaign=campaign,
-                       tags=dict(tags), source="import", content_hash=content_hash,
-                       workdir=printable(os.path.dirname(source)), nodes=nodes)
-    stored = store.add_imported_run(
-        record, result.outcome.valid, "; ".join(result.outcome.reasons) or None, result.outcome.metrics,
-        facts, name, data, output_time_iso(result.started_at), output_time_iso(result.ended_at), result.duration_s)
-    return run_id, stored
+        out["as_written"] = as_written
+    return out
+
+
+def _dates(result: Result, read: _Reading) -> tuple[str, str | None, dict]:
+    """(started_at, ended_at, facts saying how): the start the output states, else a date in the file
+    name (HPCG's report is named at the end of the run: that date is its end too), else the file's
+    modification time; never the import time, which dates nothing."""
+    started, ended = output_time_iso(result.started_at), output_time_iso(result.ended_at)
+    if started:
+        return started, ended, {"dated_by": "file"}
+    facts: dict = {"stated_start": result.started_at}  # none stated, or unreadable (history reads this)
+    if named := time_in_name(read.name):
+        if result.outcome.facts.get("file_name_time_is") == "end":
+            ended = ended or named
+        return named, ended, {"dated_by": "file name", "name_time": named}
+    return read.mtime, ended, facts | {"dated_by": "file time"}
+
+
+def _update_stored(store: Store, prior: sqlite3.Row, prior_facts: dict, params: dict, tags: dict, facts: dict,
+                   name_given: bool, result: Result, started: str, ended: str | None) -> set[str]:
+    """Bring a stored result up to date with this import (`tags`: those given now, added); what changed
+    ('params', 'tags', 'validity', 'date', 'facts'). Its run id, metric values and everything else this
+    import does not read stay as they were."""
+    run_id, changed = prior["id"], set()
+    new_facts = dict(prior_facts)
+    if name_given:
+        for key in NAME_FACTS:
+            new_facts.pop(key, None)
+        new_facts |= {k: facts[k] for k in NAME_FACTS if k in facts}
+        if params != _decoded(prior["params"]):
+            changed.add("params")
+    for key in ("rpeak_node_gflops", "rpeak_check"):
+        new_facts.pop(key, None)
+        if key in facts:
+            new_facts[key] = facts[key]
+    dates = None
+    if DATED_BY_RANK.get(facts.get("dated_by"), 0) > DATED_BY_RANK.get(prior_facts.get("dated_by"), 0):
+        for key in ("dated_by", "stated_start", "name_time", "file_mtime"):
+            new_facts.pop(key, None)
+            if key in facts:
+                new_facts[key] = facts[key]
+        if (started, ended or prior["ended_at"]) != (prior["started_at"], prior["ended_at"]):
+            dates = (started, ended or prior["ended_at"], prior["duration_s"] or result.duration_s)
+            changed.add("date")
+    if tags and store.update_tags([run_id], add=tags):
+        changed.add("tags")
+    valid, reason = result.outcome.valid, "; ".join(result.outcome.reasons) or None
+    if (int(valid), reason) != (prior["valid"], prior["reason"]):
+        changed.add("validity")
+    if _json_text(new_facts) != _json_text(prior_facts) and not changed - {"tags"}:
+        changed.add("facts")
+    if not changed - {"tags"}:
+        return changed
+    with store.transaction() as c:
+        c.execute("UPDATE runs SET facts=? WHERE id=?", (json.dumps(new_facts, separators=(",", ":"), default=str),
+                                                          run_id))
+        if "params" in changed:
+            c.execute("UPDATE runs SET params=? WHERE id=?",
+                      (json.dumps(params, sort_keys=True, separators=(",", ":")), run_id))
+        if dates:
+            c.execute("UPDATE runs SET started_at=?, ended_at=?, duration_s=? WHERE id=?", (*dates, run_id))
+        if "validity" in changed:
+            c.execute("UPDATE runs SET valid=?, reason=?, status=? WHERE id=?",
+                      (int(valid), reason, "ok" if valid else "invalid", run_id))
+            rows = c.execute("SELECT id, name FROM metrics WHERE run_id=? ORDER BY id", (run_id,)).fetchall()
+            if [r["name"] for r in rows] == [m.name for m in result.outcome.metrics]:  # the same values, in order
+                c.executemany("UPDATE metrics SET valid=? WHERE id=?",
+                              [(int(m.valid), r["id"]) for r, m in zip(rows, result.outcome.metrics, strict=True)])
+    return changed
+
+
+def _decoded(text: str | None) -> dict:
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _json_text(value: dict) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
 
 
 def _canonical(params: dict) -> tuple[dict, dict]:
@@ -455,14 +641,15 @@ def _job_params(job: JobInfo | None) -> dict:
     return out
 
 
-def _node_count(params: dict, tags: dict, nodes_from: str = "from the file name") -> tuple[int, str]:
-    """Nodes a result ran on, for the Rpeak bound: stated, else an upper bound (one rank per node)."""
+def _node_count(params: dict, tags: dict, nodes_from: str = "from the file name") -> tuple[int | None, str]:
+    """Nodes a result ran on, for the Rpeak bound: stated, else an upper bound (one rank per node);
+    (None, why) when nothing says it: 1 node is never assumed (the bound would be too tight)."""
     for source, key, what in ((params, "nodes", nodes_from), (tags, "nodes", "from --tag"),
                               (params, "hosts", "hosts stated"), (params, "ranks", "at most one per rank")):
         value = source.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value, what
-    return 1, "unknown, 1 assumed"
+    return None, "not stated"
 
 
 def output_time_iso(stamp: str | None) -> str | None:

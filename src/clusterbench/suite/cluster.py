@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from clusterbench.analysis.cluster_tags import TAG_NODE, TAG_PAIR, TAG_PHASE, TAG_RUN
 from clusterbench.bench.hpl.planner import grids, hpl_flops, n_for_memory
 from clusterbench.bench.registry import benchmark_class
 from clusterbench.campaign.expand import expand
@@ -39,7 +40,6 @@ from clusterbench.execution.together import run_together
 from clusterbench.launch.hosts import Inventory
 from clusterbench.launch.site import Site
 from clusterbench.store.db import Store
-from clusterbench.suite.cluster_tags import TAG_NODE, TAG_PAIR, TAG_PHASE, TAG_RUN
 from clusterbench.suite.pairs import rounds
 from clusterbench.system.discover import SystemInfo
 

@@ -6,7 +6,8 @@ Two sources, in this order:
    the newest such session of this system wins (a later session was tuned with more knowledge);
 2. the stored standalone HPL runs of this system: the configuration with the best median Gflop/s among
    those measured at least twice at one of the larger problem sizes (N at least half the largest stored).
-   One fast sample is not evidence on a machine where identical runs differ by 25%, hence "twice".
+   One fast sample is not evidence on a machine where identical runs differ by 25%, hence "twice"; and
+   "twice" means two runs of the same configuration (analysis/identity.py) that count (flags.counts).
 
 A configuration is what a run of `hpl` may set besides N: NB, the grid, the layout, the BLAS variant and
 HPL's algorithm knobs. Parameters left at their defaults are left out, so the run that reuses it states
@@ -19,6 +20,8 @@ import json
 import statistics
 from dataclasses import dataclass
 
+from clusterbench.analysis.flags import counts
+from clusterbench.analysis.identity import configuration_ids, identity_frame
 from clusterbench.bench.hpl.benchmark import HPL_KNOBS
 from clusterbench.store.db import Store
 
@@ -45,20 +48,31 @@ def config_of(params: dict) -> dict:
 
 
 def best_known(store: Store, system_id: str) -> KnownConfig | None:
-    """The configuration to run HPL with on this system, or None when nothing stored is evidence enough."""
+    """The configuration to run HPL with on this system, or None when nothing stored is evidence enough.
+
+    Runs are pooled as repeats only when they are the same configuration (analysis/identity.py:
+    every key they state equal, N apart, the tuner's session tags aside) and count (flags.counts:
+    not truncated, suspect, disturbed, excluded): a fast run of another BLAS or thread count is
+    never a second sample of this one."""
     rows = store.metric_rows("hpl_gflops", benchmark="hpl", system_id=system_id, valid_only=True)
-    groups: dict[tuple[str, int], list[float]] = {}
-    sessions: dict[tuple[str, str, int], str] = {}  # (session, configuration, N) -> newest start time
-    configs: dict[str, dict] = {}
+    runs = _counted_runs(store, rows)
+    if not runs:
+        return None
+    frame = identity_frame(runs, store.hostnames())
+    same = configuration_ids(frame, [c for c in frame.columns if c not in SESSION_KEYS])
+    groups: dict[tuple[int, int], list[float]] = {}
+    sessions: dict[tuple[str, int, int], str] = {}  # (session, configuration, N) -> newest start time
+    configs: dict[int, dict] = {}
     for row in rows:
-        params, tags = json.loads(row["params"]), json.loads(row["tags"] or "{}")
-        config = config_of(params)
-        key = json.dumps(config, sort_keys=True)
-        configs[key] = config
-        n = int(params.get("n") or 0)
+        run = runs.get(row["run_id"])
+        if run is None:
+            continue
+        key = int(same[row["run_id"]])
+        configs[key] = config_of(run["params"])
+        n = int(run["params"].get("n") or 0)
         groups.setdefault((key, n), []).append(float(row["value"]))
-        if tags.get("tune_best"):
-            best = (tags["tune_best"], key, n)
+        if run["tags"].get("tune_best"):
+            best = (run["tags"]["tune_best"], key, n)
             sessions[best] = max(sessions.get(best, ""), row["started_at"] or "")
     if sessions:
         session, key, n = max(sessions, key=sessions.__getitem__)
@@ -74,4 +88,27 @@ def best_known(store: Store, system_id: str) -> KnownConfig | None:
         return None
     gflops, key, n, count = max(candidates)
     return KnownConfig(configs[key], gflops, n, count,
-                       f"stored runs of this system (median of {count} runs at N={n})")
+                       f"stored runs of this system (median of {count} runs at N={n}, one configuration)")
+
+
+# The tuner's bookkeeping tags name sessions, not configurations; N is grouped on its own.
+SESSION_KEYS = frozenset({"n", "tag:tune", "tag:tune_level", "tag:tune_best"})
+
+
+def _counted_runs(store: Store, rows) -> dict[str, dict]:
+    """Run id -> the decoded run (what identity and flags read) of the rows' runs that count."""
+    runs: dict[str, dict] = {}
+    for row in rows:
+        if row["run_id"] not in runs:
+            runs[row["run_id"]] = {"id": row["run_id"], "benchmark": row["benchmark"], "status": row["status"],
+                                   "valid": row["run_valid"], "system_id": row["system_id"],
+                                   "params": json.loads(row["params"]), "tags": json.loads(row["tags"] or "{}"),
+                                   "facts": json.loads(row["facts"] or "{}"),
+                                   "excluded": row["excluded"] if "excluded" in row.keys() else None}
+    if not runs:
+        return runs
+    for row in store.find_runs(("id", "source", "nodes", "reason"), id=list(runs)) if len(runs) <= 500 else \
+            store.find_runs(("id", "source", "nodes", "reason")):
+        if (run := runs.get(row["id"])) is not None:
+            run.update(source=row["source"], nodes=row["nodes"], reason=row["reason"])
+    return {rid: run for rid, run in runs.items() if counts(run)}

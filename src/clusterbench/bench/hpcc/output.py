@@ -159,8 +159,29 @@ def _checks(text: str, summary: dict[str, str], outcome: Outcome) -> None:
             outcome.invalidate(f"{name}: {m.group(1)} node(s) with error")
 
 
+_CURRENT_TIME = re.compile(r"^Current time \(([0-9]{1,12})\) is ([^\n]{1,64})$", re.M)
+_END_OF_TESTS = "End of HPC Challenge tests."
+
+
+def run_times(text: str) -> tuple[str | None, str | None, float | None]:
+    """(start, end, seconds) as HPCC prints them: its first `Current time (<epoch>) is <date>` line is
+    the start, the one after `End of HPC Challenge tests.` the end (absent when the run was cut short).
+    The dates are the text HPCC printed (the machine's local time, like HPL's); the seconds come
+    from the two epochs."""
+    first = _CURRENT_TIME.search(text)
+    if first is None:
+        return None, None, None
+    end_at = text.rfind(_END_OF_TESTS)
+    last = _CURRENT_TIME.search(text, end_at) if end_at != -1 else None
+    if last is None:
+        return first.group(2).strip(), None, None
+    seconds = int(last.group(1)) - int(first.group(1))
+    return first.group(2).strip(), last.group(2).strip(), float(seconds) if seconds >= 0 else None
+
+
 def split_results(text: str, max_results: int) -> list[Result]:
-    """An HPCC output file as one imported run, with the HPL N, NB, P, Q and ranks its summary states."""
+    """An HPCC output file as one imported run, with the HPL N, NB, P, Q and ranks its summary states,
+    and the start and end times it prints."""
     outcome = hpcc_outcome(text)
     summary = parse_summary(text)
     params = {}
@@ -170,7 +191,8 @@ def split_results(text: str, max_results: int) -> list[Result]:
             params[name] = int(float(summary[key]))
         except (KeyError, ValueError, OverflowError):  # absent, not a number, nan or inf
             pass
-    return [Result("hpcc", params, outcome)]
+    started, ended, seconds = run_times(text)
+    return [Result("hpcc", params, outcome, started, ended, seconds)]
 
 
 def recognise(text: str) -> bool:
@@ -182,7 +204,20 @@ def _summary(key: str, title: str, shown: str = "", *roles: str) -> MetricSpec:
     the other `roles` it plays there; its unit and direction are the parser's (`_unit`)."""
     unit, higher_is_better = _unit(key)
     return MetricSpec(key, unit, higher_is_better,
-                      uses=(ReportUse("hpcc", "summary", title, shown), *(ReportUse("hpcc", r) for r in roles)))
+                      uses=(ReportUse("hpcc", "summary", title, shown), *(ReportUse("hpcc", r) for r in roles)),
+                      **NOT_RUN)
+
+
+def _measured(key: str) -> MetricSpec:
+    """A summary figure no section draws, declared for what its -1 means."""
+    unit, higher_is_better = _unit(key)
+    return MetricSpec(key, unit, higher_is_better, **NOT_RUN)
+
+
+# HPCC starts every figure of its summary at -1 and prints -1 for a test it did not run (ping-pong
+# and ring figures with one process): "not applicable", never a measurement. No figure it times
+# or rates can be negative either.
+NOT_RUN = {"not_applicable": (-1.0,), "negative_not_applicable": True}
 
 
 # The summary rows, in the section's order; the balance is ring-bandwidth / (hpl-rate / processes).
@@ -202,6 +237,15 @@ SUMMARY = (
     _summary("RandomlyOrderedRingLatency_usec", "Random-ring latency"),
     _summary("RandomlyOrderedRingBandwidth_GBytes", "Random-ring bandwidth", "", "ring-bandwidth"),
 )
+# The summary figures no section draws, declared for their -1: the other ping-pong and ring figures,
+# the other STREAM kernels, FFT, DGEMM and RandomAccess rates and the times.
+MEASURED = tuple(_measured(key) for key in (
+    "MaxPingPongLatency_usec", "AvgPingPongLatency_usec", "NaturallyOrderedRingLatency_usec",
+    "MinPingPongBandwidth_GBytes", "AvgPingPongBandwidth_GBytes", "NaturallyOrderedRingBandwidth_GBytes",
+    "StarSTREAM_Copy", "StarSTREAM_Scale", "StarSTREAM_Add", "SingleSTREAM_Copy", "SingleSTREAM_Scale",
+    "SingleSTREAM_Add", "SingleFFT_Gflops", "MPIRandomAccess_LCG_GUPs", "StarRandomAccess_LCG_GUPs",
+    "SingleRandomAccess_LCG_GUPs", "SingleRandomAccess_GUPs", "HPL_time", "PTRANS_time", "MPIFFT_time",
+    "MPIRandomAccess_time", "MPIRandomAccess_LCG_time"))
 PROCESSES = MetricSpec("CommWorldProcs", "", True, uses=(ReportUse("hpcc", "processes"),))
-METRICS = (*HPL_METRICS, *SUMMARY, PROCESSES)
+METRICS = (*HPL_METRICS, *SUMMARY, *MEASURED, PROCESSES)
 FORMAT = OutputFormat("hpcc", recognise, split_results, title="HPCC", priority=20, rpeak_check=check_rpeak)

@@ -5,6 +5,9 @@ result is stored as invalid. A valid run shorter than the official 1800 s is sti
 measurement but not eligible for the HPCG list, which is recorded as a fact. A rating that
 cannot be true (not finite, <= 0, or above 10^7 Gflop/s per process) makes the result invalid.
 
+The report states no date of the run; its file name does (`HPCG-Benchmark_3.1_2017-03-27_15-44-28.txt`,
+written at the end of the run): the importer reads it from there (`store/filenames.time_in_name`).
+
 Declared here for the importer and the report: `FORMAT` (the report file, one imported run),
 `LOG_FORMAT` (HPCG's log file: recognised, stored as nothing) and `METRICS`.
 """
@@ -50,9 +53,11 @@ def hpcg_outcome(text: str) -> Outcome:
     version = re.search(r"^version=(\S+)", text, re.M)
     time_s = _num(keys, "Benchmark Time Summary::Total")
     minimum = _num(keys, "Final Summary::Official results execution time (sec) must be at least")
+    # HPCG names its report file when it writes it, at the end of the run (HPCG-Benchmark_3.1_<date>.txt,
+    # local time): a date the importer reads from the name is this run's end.
     out = Outcome(facts={"hpcg_version": version.group(1) if version else None,
                          "list_eligible": bool(time_s and minimum and time_s >= minimum),
-                         "official_minimum_s": minimum})
+                         "official_minimum_s": minimum, "file_name_time_is": "end"})
     rating = _RATING.search(text)
     if rating:
         gflops = float(rating.group(2))

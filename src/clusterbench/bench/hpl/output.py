@@ -282,6 +282,6 @@ def recognise(text: str) -> bool:
 
 LINE_LABELS = ("tv", "n", "nb", "p", "q")  # a T/V line: the variant and the problem it solved
 RMAX = MetricSpec("hpl_gflops", "Gflop/s", True, LINE_LABELS,
-                  uses=(ReportUse("hpl", "rmax"), ReportUse("energy", "rmax")))
-METRICS = (RMAX, MetricSpec("hpl_time", "s", False, LINE_LABELS))
+                  uses=(ReportUse("hpl", "rmax"), ReportUse("energy", "rmax")), negative_not_applicable=True)
+METRICS = (RMAX, MetricSpec("hpl_time", "s", False, LINE_LABELS, negative_not_applicable=True))
 FORMAT = OutputFormat("hpl", recognise, split_results, title="HPL", rpeak_check=check_rpeak)

@@ -128,9 +128,11 @@ def recognise(text: str) -> bool:
 SIZED = ("test", "bytes")  # a value of one test at one message size
 _PINGPONG = {"title": "IMB PingPong", "where": (("test", "PingPong"),), "order": 20}  # the network section's
 METRICS = (
-    MetricSpec("imb_time_us", "us", False, SIZED, uses=(ReportUse("network", "latency", **_PINGPONG),)),
-    MetricSpec("imb_bandwidth", "MiB/s", True, SIZED, uses=(ReportUse("network", "bandwidth", **_PINGPONG),)),
-    MetricSpec("latency_us", "us", False, SIZED),
-    MetricSpec("peak_bandwidth", "MiB/s", True, SIZED),
+    MetricSpec("imb_time_us", "us", False, SIZED,
+               negative_not_applicable=True, uses=(ReportUse("network", "latency", **_PINGPONG),)),
+    MetricSpec("imb_bandwidth", "MiB/s", True, SIZED,
+               negative_not_applicable=True, uses=(ReportUse("network", "bandwidth", **_PINGPONG),)),
+    MetricSpec("latency_us", "us", False, SIZED, negative_not_applicable=True),
+    MetricSpec("peak_bandwidth", "MiB/s", True, SIZED, negative_not_applicable=True),
 )
 FORMAT = OutputFormat("imb", recognise, split_results, title="IMB")

@@ -72,9 +72,11 @@ def recognise(text: str) -> bool:
 
 SIZED = ("test", "bytes")  # a value of one test at one message size
 METRICS = (
-    MetricSpec("osu_latency_us", "us", False, SIZED, uses=(ReportUse("network", "latency", "OSU", order=30),)),
-    MetricSpec("osu_bandwidth", "MB/s", True, SIZED, uses=(ReportUse("network", "bandwidth", "OSU", order=30),)),
-    MetricSpec("latency_us", "us", False, SIZED),
-    MetricSpec("peak_bandwidth", "MB/s", True, SIZED),
+    MetricSpec("osu_latency_us", "us", False, SIZED,
+               negative_not_applicable=True, uses=(ReportUse("network", "latency", "OSU", order=30),)),
+    MetricSpec("osu_bandwidth", "MB/s", True, SIZED,
+               negative_not_applicable=True, uses=(ReportUse("network", "bandwidth", "OSU", order=30),)),
+    MetricSpec("latency_us", "us", False, SIZED, negative_not_applicable=True),
+    MetricSpec("peak_bandwidth", "MB/s", True, SIZED, negative_not_applicable=True),
 )
 FORMAT = OutputFormat("osu", recognise, split_results, title="OSU")

@@ -1,0 +1,72 @@
+"""Values that do not apply are absent: what each benchmark declares a "not applicable" value to be.
+
+HPCC prints -1 for a figure it did not run (ping-pong latency with one process); averaged with
+real values, it made a report row "-1 ± 0 (n=24) us". A benchmark's `MetricSpec` says which
+printed values mean "not applicable" (`not_applicable`, `negative_not_applicable`); NaN and
+infinities never apply. Every metric frame the analysis builds drops such rows, so no table,
+figure, best or statistic can use them.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+
+from clusterbench.bench import registry
+from clusterbench.bench.declare import MetricSpec
+
+
+@lru_cache(maxsize=1)
+def declared() -> dict[tuple[str, str], MetricSpec]:
+    """(benchmark, metric name) -> its declaration, for the declarations that name a "not
+    applicable" value (the others only lose NaN and infinities)."""
+    out: dict[tuple[str, str], MetricSpec] = {}
+    for cls in registry.registered():
+        for spec in cls.metrics:
+            if spec.not_applicable or spec.negative_not_applicable:
+                out.setdefault((cls.name, spec.name), spec)
+    return out
+
+
+def applies(benchmark: str, name: str, value: float) -> bool:
+    """Is one stored value a measurement (not its benchmark's "not applicable" marker, not NaN/inf)?"""
+    spec = declared().get((benchmark, name))
+    if spec is None:
+        try:
+            return bool(np.isfinite(float(value)))
+        except (TypeError, ValueError, OverflowError):
+            return False
+    return spec.applies(value)
+
+
+def applicable_mask(benchmarks: pd.Series, names: pd.Series, values: pd.Series) -> pd.Series:
+    """True for each row whose value is a measurement; vectorised per declared (benchmark, name)."""
+    numbers = pd.to_numeric(values, errors="coerce").astype(float)
+    keep = pd.Series(np.isfinite(numbers.to_numpy()), index=values.index)
+    specs = declared()
+    if not specs or not len(values):
+        return keep
+    codes, pairs = pd.MultiIndex.from_arrays([benchmarks.astype(object).to_numpy(),
+                                              names.astype(object).to_numpy()]).factorize()
+    numbers_np, keep_np = numbers.to_numpy(), keep.to_numpy().copy()
+    for code, pair in enumerate(pairs):
+        spec = specs.get(pair)
+        if spec is None:
+            continue
+        rows = codes == code
+        marked = np.isin(numbers_np, spec.not_applicable) if spec.not_applicable else np.zeros(len(codes), bool)
+        if spec.negative_not_applicable:
+            marked |= numbers_np < 0
+        keep_np &= ~(rows & marked)
+    keep = pd.Series(keep_np, index=values.index)
+    return keep
+
+
+def drop_not_applicable(frame: pd.DataFrame, name_column: str = "name") -> pd.DataFrame:
+    """The rows of a metric frame (benchmark, name or metric, value) whose value applies."""
+    if frame.empty:
+        return frame
+    keep = applicable_mask(frame["benchmark"], frame[name_column], frame["value"])
+    return frame if keep.all() else frame[keep.to_numpy()]

@@ -1,0 +1,150 @@
+"""What every table of repeats in the report shares: which runs are repeats, their n and CV, and the
+flags that keep a run out of the averages and the bests.
+
+Runs are repeats only through analysis/identity.py (every key a run states, an unknown key a value of
+its own, shown "not stated"); a flagged run (analysis/flags.py: truncated, suspect, disturbed,
+excluded, ...) is never averaged nor a best: the tables list it apart, marked with its flags and
+reasons. Every group of repeats shows n and the coefficient of variation (std / mean), and a CV above
+CV_WARN (the threshold `results --stat` uses) is marked: a mean of samples that spread that much is
+not one number.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+
+from clusterbench.analysis import identity
+from clusterbench.analysis.dataset import Dataset
+from clusterbench.analysis.flags import counts, run_flags
+from clusterbench.analysis.stats import DEFAULT_CV_WARN
+
+CV_WARN = DEFAULT_CV_WARN
+HIGH_CV = "high CV"  # the mark of a configuration whose repeats spread more than CV_WARN
+REASON_CHARS = 120  # a flag's reason shown in a cell (the run table has it whole)
+UNKNOWN = identity.UNKNOWN_TEXT
+
+
+def identities(data: Dataset, run_ids: Iterable[str]) -> pd.DataFrame:
+    """One row per run (index: run id), one column per identity key: the dataset's own when it has
+    one (Dataset.identity), else analysis/identity.py over these runs."""
+    ids = list(dict.fromkeys(run_ids))
+    own = getattr(data, "identity", None)
+    if callable(own):
+        frame = own()
+        if isinstance(frame, pd.DataFrame) and set(ids) <= set(frame.index):
+            return frame.reindex(ids)
+    hostnames = {sid: (info or {}).get("hostname") for sid, info in data.systems.items()}
+    return identity.identity_frame({i: data.runs[i] for i in ids if i in data.runs}, hostnames).reindex(ids)
+
+
+def with_identity(values: pd.DataFrame, data: Dataset, keys: Iterable[str], run_column: str) -> pd.DataFrame:
+    """`values` (one row per value, `run_column` its run) with these identity keys added where it lacks
+    them (an imported job report's cluster and host group: two host groups are two machines)."""
+    missing = [k for k in keys if k not in values.columns]
+    if not missing or not len(values):
+        return values
+    frame = identities(data, values[run_column].unique())
+    added = {k: frame[k].reindex(values[run_column].to_numpy()).to_numpy() for k in missing if k in frame}
+    return values.assign(**added) if added else values
+
+
+def counted(data: Dataset, run_id: str) -> bool:
+    """May this run be averaged or be a best? (analysis/flags.py: no truncated, suspect, disturbed,
+    excluded, failed or invalid run.)"""
+    run = data.runs.get(run_id)
+    return run is not None and counts(run)
+
+
+def counted_mask(data: Dataset, run_ids: pd.Series) -> pd.Series:
+    """Per row: is its run counted? Decided once per run."""
+    verdict = {rid: counted(data, rid) for rid in pd.unique(run_ids)}
+    return run_ids.map(verdict).astype(bool)
+
+
+def flag_text(run: dict | None) -> str:
+    """'truncated; suspect: 221% of Rpeak; excluded: rerun after the fix', '' for a clean run: each flag
+    with its reason where the run has one (run['suspect'], run['excluded'], facts.disturbed)."""
+    if run is None:
+        return ""
+    facts = run.get("facts") or {}
+    reasons = {"suspect": run.get("suspect") or facts.get("suspect"), "excluded": run.get("excluded"),
+               "disturbed": facts.get("disturbed")}
+    out = []
+    for flag in run_flags(run):
+        reason = reasons.get(flag)
+        out.append(f"{flag}: {_short(reason)}" if isinstance(reason, str) and reason.strip() else flag)
+    return "; ".join(out)
+
+
+def notes_text(run: dict | None) -> str:
+    """A run's notes (clusterbench note), joined: shown wherever the run appears."""
+    notes = (run or {}).get("notes") or []
+    return " | ".join(_short(str(n)) for n in notes if str(n).strip()) if isinstance(notes, list) else _short(notes)
+
+
+def runs_flags(data: Dataset, run_ids: Iterable[str]) -> str:
+    """The flags of each flagged run among these, 'run: flags' joined, '' when all are clean."""
+    parts = []
+    for rid in dict.fromkeys(run_ids):
+        run = data.runs.get(rid)
+        text = flag_text(run)
+        notes = notes_text(run)
+        if text or notes:
+            parts.append(f"{rid}: " + "; ".join(t for t in (text, f"note: {notes}" if notes else "") if t))
+    return "; ".join(parts)
+
+
+def _short(text) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= REASON_CHARS else text[:REASON_CHARS - 3] + "..."
+
+
+def describe(values: Iterable[float]) -> dict:
+    """n, mean, std, CV, min, max of finite values (std and CV None for one value), and `high` when
+    the CV exceeds CV_WARN."""
+    array = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
+    n = len(array)
+    if not n:
+        return {"n": 0, "mean": None, "std": None, "cv": None, "min": None, "max": None, "high": False}
+    mean = float(array.mean())
+    std = float(array.std(ddof=1)) if n > 1 else None
+    cv = std / abs(mean) if std is not None and mean else None
+    return {"n": n, "mean": mean, "std": std, "cv": cv, "min": float(array.min()), "max": float(array.max()),
+            "high": cv is not None and cv > CV_WARN}
+
+
+def cv_percent(stats: dict) -> float | None:
+    """The CV in % (a table cell), None with one value."""
+    return None if stats["cv"] is None else round(100 * stats["cv"], 2)
+
+
+def mark(stats: dict) -> str:
+    """The spread's mark: 'high CV' above CV_WARN, 'one value' for n=1, '' otherwise."""
+    return HIGH_CV if stats["high"] else "one value: no spread known" if stats["n"] == 1 else ""
+
+
+def cell_text(stats: dict, digits: int = 4) -> str | None:
+    """'12.3 (11.9-12.8), n=3, CV 2.1%' (and ', high CV'), for tables whose cells hold a whole group."""
+    if not stats["n"]:
+        return None
+    text = f"{stats['mean']:.{digits}g}"
+    if stats["n"] > 1:
+        text += f" ({stats['min']:.{digits}g}-{stats['max']:.{digits}g}), n={stats['n']}"
+        text += f", CV {100 * stats['cv']:.1f}%" if stats["cv"] is not None else ""
+        text += f", {HIGH_CV}" if stats["high"] else ""
+    else:
+        text += ", n=1"
+    return text
+
+
+def note(extra: str = "") -> str:
+    """The note under a table of repeats: what n, CV and the marks mean."""
+    text = (f"n: repeats averaged (runs whose every known key is equal; a key a run does not state is "
+            f"'{UNKNOWN}' and kept apart); CV = standard deviation / mean; '{HIGH_CV}': CV above {CV_WARN:.0%}. "
+            "Flagged runs (truncated, suspect, disturbed, excluded, ...) are never averaged nor a best: they "
+            "are listed apart with their flags and reasons.")
+    return f"{text} {extra}".strip()
