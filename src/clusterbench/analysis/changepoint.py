@@ -24,6 +24,14 @@ Bounds (every call is bounded whatever the caller passes): the last MAX_POINTS v
 (older ones are reported as not analysed), at most MAX_CHANGE_POINTS change points, PERMUTATIONS
 shuffles per test (stopped early once the test can no longer be significant), segments of at least
 MIN_SEGMENT values, and arrays built in chunks of at most CHUNK_ELEMENTS numbers.
+
+What a short series can show: a permutation test cannot give a p below the share of arrangements
+that are as extreme as the most extreme one. For a series cut in two at tau, the arrangement with
+the tau smallest values first (and its mirror, the same divergence) is 2 of C(n, tau), best at
+tau = n/2: `smallest_p(n)` = 2 / C(n, n//2). Six values (0.1) can never reach p <= 0.01; ten (0.008)
+can. `min_points(alpha)` is the shortest series that can; a shorter one is "too few values to
+judge", never "no change". `permutations_for(n)` raises the shuffles of a short series (cheap there)
+so that a clear step is not kept above alpha by the resolution of the shuffles.
 """
 
 from __future__ import annotations
@@ -40,6 +48,8 @@ MAX_PERMUTATIONS = 9999
 ALPHA = 0.01  # significance level of each permutation test
 MIN_SEGMENT = 3  # values on each side of a change point: fewer cannot tell a step from two outliers
 SEED = 20140101  # fixed: the same series gives the same change points on every call
+SHORT_SERIES = 50  # series up to this length are tested with SHORT_PERMUTATIONS shuffles
+SHORT_PERMUTATIONS = 1999  # p resolves to 1/2000: a 10-value series (floor 0.008) can reach 0.01
 CHUNK_ELEMENTS = 400_000  # numbers in one (shuffles x n x n) array: 3 MB, so a batch stays in cache
 
 
@@ -101,6 +111,34 @@ def detect(values, *, alpha: float = ALPHA, permutations: int = PERMUTATIONS,
             break
         accepted[tau] = (p, observed)
     return Detection(_described(x, accepted, start), start, tests)
+
+
+def smallest_p(n: int, min_segment: int = MIN_SEGMENT) -> float:
+    """The smallest p a permutation test of one split can give on n values (segments of at least
+    `min_segment`): 2 / C(n, n//2), the perfectly separated arrangement and its mirror. 1 when no
+    split fits."""
+    if n < 2 * min_segment:
+        return 1.0
+    return min(1.0, 2 / math.comb(n, n // 2))
+
+
+def min_points(alpha: float = ALPHA, min_segment: int = MIN_SEGMENT) -> int:
+    """The fewest values whose most extreme arrangement reaches p <= alpha: shorter series cannot
+    show a change at this level whatever they hold (0.01: 10 values; 0.05: 8)."""
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    n = 2 * min_segment
+    while smallest_p(n, min_segment) > alpha:
+        n += 1
+    return n
+
+
+def permutations_for(n: int, alpha: float = ALPHA) -> int:
+    """Shuffles for a series of n values: SHORT_PERMUTATIONS up to SHORT_SERIES values (their floor
+    is near alpha, and a shuffle of a short series costs little), else PERMUTATIONS; never fewer
+    than alpha needs."""
+    base = SHORT_PERMUTATIONS if n <= SHORT_SERIES else PERMUTATIONS
+    return min(MAX_PERMUTATIONS, max(base, math.ceil(1 / alpha) - 1))
 
 
 def _check(alpha: float, permutations: int, max_change_points: int, min_segment: int, max_points: int) -> None:

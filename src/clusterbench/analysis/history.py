@@ -1,26 +1,34 @@
 """The history of one metric: per system and configuration, its values over time, their change
 points, and whether the newest change is a regression.
 
-A series is one system running one configuration again and again:
+A series is one configuration (analysis/identity.py, THE definition of "the same configuration")
+ordered by the time each run ran:
 
-- the system is the stored system's hostname (the machine clusterbench ran on), else the run's
-  `system` tag, else where the run came from (its campaign, or the folder an imported file was in);
-- the configuration is the benchmark, the run's parameters (not its repeat index) and the metric's
-  identifying labels: those its benchmark declares (HPL's T/V, N, NB, P, Q; IMB's test and
-  message size), never timing or residual labels, nor `bytes` of a peak bandwidth (where the peak
-  was found is a result, not a setting). Tags are not part of it: a tag such as `kernel=6.8` is
-  the kind of change the history is meant to show, not a reason to split it.
-- a metric with identifying labels gives one series per label combination; `NAME[label=value,...]`
-  keeps only the values with those labels (imb_bandwidth[test=PingPong,bytes=4194304]).
+- its identity keys: benchmark, system, batch cluster and host group (facts.job), node count,
+  every parameter (ranks, threads, BLAS, N, NB, grid...), the BLAS really loaded, the launcher's
+  effective placement. Runs that differ in any of them are different series even when one ran
+  right after the other: two host groups of one LSF cluster are two machines, never a regression.
+  A key a run does not state is a value of its own ("not stated"), never a default;
+- where it ran when identity does not say (the campaign, or the folder an imported file was in);
+- the metric's identifying labels: those its benchmark declares (HPL's T/V, N, NB, P, Q; IMB's
+  test and message size), never timing or residual labels, nor `bytes` of a peak bandwidth;
+  `NAME[label=value,...]` keeps only the values with those labels;
+- tags do NOT split a series unless asked (`by_tag`, the command's `--by-tag K`): a tag such as
+  `kernel=6.8` is the kind of change a history is meant to show across time.
 
 Values are ordered by the run's start (an imported run: the start its output states, else the
-output file's modification time, noted as such). Only valid values count: a value of an invalid
-run, or one marked invalid, is listed as skipped with the reason and never enters a series.
+output file's modification time, noted as such). Only counted values enter a series: a run that
+analysis/flags.counts refuses (failed, invalid, truncated, suspect, disturbed, excluded) is listed
+as skipped with its flags and reason, never a point.
 
-A series of at least MIN_POINTS values is searched for change points (analysis/changepoint.py).
-A regression is a newest change point that moves the metric in its bad direction (down for a
-higher-is-better metric) by more than `min_change` (default 5%), significant by its permutation
-test. Fewer values than MIN_POINTS: the series is shown but not judged.
+Verdicts (Group.verdict), one per series:
+- "too few values to judge (need at least K)": K = changepoint.min_points(alpha), the shortest
+  series whose most extreme arrangement can reach p <= alpha (10 at 0.01). Never "no change";
+- "regression" / "improvement": the newest change point (E-Divisive means, permutation test at
+  p <= alpha, analysis/changepoint.py) that moves the metric by more than `min_change` (default
+  5%) moves it in its bad / good direction (a smaller change found after it, within the noise of
+  the new level, does not undo it);
+- "no change beyond the noise": judged, and no change point passes those bars.
 """
 
 from __future__ import annotations
@@ -37,18 +45,23 @@ import pandas as pd
 from clusterbench.analysis import changepoint
 from clusterbench.analysis.compare import IDENTITY_LABELS
 from clusterbench.analysis.dataset import Dataset, load, origin
+from clusterbench.analysis.flags import counts, run_flags
+from clusterbench.analysis.identity import run_identity
 from clusterbench.analysis.listing import suggest
 from clusterbench.analysis.select import Selection
 from clusterbench.errors import UserInputError
 from clusterbench.store.db import Store
 from clusterbench.store.importer import output_time_iso
 
-MIN_POINTS = 2 * changepoint.MIN_SEGMENT  # fewer values cannot hold a change point with enough on each side
+MIN_POINTS = changepoint.min_points(changepoint.ALPHA)  # shorter series can never reach the test's level
 DEFAULT_MIN_CHANGE = 0.05
 MAX_GROUPS = 2000  # series analysed in one history; more is a selection to narrow, not a page to read
 MAX_METRIC_CHARS = 400
 MAX_LABEL_TERMS = 20
-NOT_CONFIGURATION = frozenset({"repeat", "run", "run_id"})  # parameters that number repeats, not settings
+NOT_SERIES_KEYS = frozenset({"benchmark", "system"})  # keys a series already holds in its own fields
+MAX_BY_TAG = 20
+TOO_FEW = "too few values to judge (need at least {k})"
+NO_CHANGE = "no change beyond the noise"
 OUTCOME_LABELS = {"peak_bandwidth": frozenset({"bytes"})}  # labels that say where a value was found
 _METRIC = re.compile(r"^\s*([^\[\]\s]+)\s*(?:\[(.*)\])?\s*$", re.DOTALL)
 
@@ -107,11 +120,28 @@ class Group:
     judged: bool = False
     note: str = ""
     analysed_from: int = 0  # values before this index were not searched (over changepoint.MAX_POINTS)
+    needed: int = MIN_POINTS  # values the test needs to be able to reach its level
+    improved: bool = False  # the newest change point is better by more than the threshold, significant
+
+    decisive: int | None = None  # position in `changes` of the newest change beyond the threshold
 
     @property
     def regression(self) -> bool:
-        """The newest change point lowers the metric's quality by more than the threshold."""
-        return bool(self.changes) and self.changes[-1].worse
+        """The newest change point beyond the threshold lowers the metric's quality (a smaller change
+        found after it, within the noise of the new level, does not undo it)."""
+        return self.decisive is not None and self.changes[self.decisive].worse
+
+    @property
+    def verdict(self) -> str:
+        """'regression', 'improvement', 'no change beyond the noise' or 'too few values to judge
+        (need at least K)': the same words in the command, its JSON and the report."""
+        if not self.judged:
+            if len(self.values) >= self.needed and self.note:  # long enough, left unsearched (a budget)
+                return f"not judged: {self.note}"
+            return TOO_FEW.format(k=self.needed)
+        if self.regression:
+            return "regression"
+        return "improvement" if self.improved else NO_CHANGE
 
     def segments(self) -> list[tuple[int, int, float]]:
         """(first index, end index, mean) of the segments between change points (the analysed part)."""
@@ -131,6 +161,8 @@ class History:
     alpha: float
     groups: list[Group]
     dropped_groups: int = 0  # series over MAX_GROUPS, not analysed (the smallest)
+    by_tag: list[str] = field(default_factory=list)  # tags that split series (asked for)
+    needed: int = MIN_POINTS  # values a series needs to be judged at this alpha
 
     @property
     def regressions(self) -> list[Group]:
@@ -160,11 +192,12 @@ def parse_metric(text: str) -> MetricChoice:
 
 
 def history(store: Store, selection: Selection, metric: str, min_change: float = DEFAULT_MIN_CHANGE,
-            alpha: float = changepoint.ALPHA) -> History:
+            alpha: float = changepoint.ALPHA, by_tag: list[str] | None = None) -> History:
     """The history of `metric` over the selected runs. Refused (UserInputError) when the metric is
     stored nowhere, the selection holds no run, or none of its runs has the metric."""
     choice = parse_metric(metric)
     check_min_change(min_change)
+    by_tag = check_by_tag(by_tag)
     stored = store.metric_names()
     if choice.name not in stored:
         raise UserInputError(f"no metric {choice.name!r} is stored", hint=_known(choice.name, stored))
@@ -177,8 +210,20 @@ def history(store: Store, selection: Selection, metric: str, min_change: float =
         raise UserInputError(f"none of the {len(data.runs)} selected runs has the metric {choice.name!r}",
                              hint=_known(choice.name, here, "metrics of these runs") if here
                              else "the selected runs have no metric values")
-    groups, dropped = analyse(data, choice, min_change, alpha)
-    return History(choice.describe(), selection.describe(), 100 * min_change, alpha, groups, dropped)
+    groups, dropped = analyse(data, choice, min_change, alpha, by_tag=by_tag)
+    return History(choice.describe(), selection.describe(), 100 * min_change, alpha, groups, dropped, by_tag,
+                   changepoint.min_points(alpha))
+
+
+def check_by_tag(by_tag: list[str] | None) -> list[str]:
+    """The tag keys that split series, checked: at most MAX_BY_TAG short names."""
+    keys = [k.strip() for k in (by_tag or []) if k and k.strip()]
+    if len(keys) > MAX_BY_TAG:
+        raise UserInputError(f"{len(keys)} --by-tag keys: at most {MAX_BY_TAG}")
+    for key in keys:
+        if len(key) > 100 or "=" in key:
+            raise UserInputError(f"--by-tag takes a tag name, got {key[:80]!r}", hint="e.g. --by-tag kernel")
+    return keys
 
 
 def check_min_change(min_change: float) -> None:
@@ -193,11 +238,12 @@ def _known(name: str, known: list[str], what: str = "stored metrics") -> str:
 
 
 def analyse(data: Dataset, choice: MetricChoice, min_change: float = DEFAULT_MIN_CHANGE,
-            alpha: float = changepoint.ALPHA, max_groups: int = MAX_GROUPS) -> tuple[list[Group], int]:
+            alpha: float = changepoint.ALPHA, max_groups: int = MAX_GROUPS,
+            by_tag: list[str] | None = None) -> tuple[list[Group], int]:
     """Every series of one metric in a dataset, each searched for change points (`judge`). Returns
     the series (regressions first, then those with change points) and how many of the shortest
     were left out over `max_groups`."""
-    groups = series(data, choice)
+    groups = series(data, choice, by_tag=by_tag)
     dropped = max(0, len(groups) - max_groups)
     groups = groups[:max_groups]
     for group in groups:
@@ -207,14 +253,14 @@ def analyse(data: Dataset, choice: MetricChoice, min_change: float = DEFAULT_MIN
 
 
 def series(data: Dataset, choice: MetricChoice, benchmarks: set[str] | None = None,
-           min_dates: int = 0) -> list[Group]:
+           min_dates: int = 0, by_tag: list[str] | None = None) -> list[Group]:
     """The series of one metric (of these benchmarks' runs when given), not searched yet, the
     longest first; those with fewer than `min_dates` distinct dates are left out (the report
     shows only series measured at several times)."""
     rows = data.of(choice.name, valid=None)
     if benchmarks is not None:
         rows = rows[rows["benchmark"].isin(benchmarks)]
-    groups = _grouped(data, rows, choice)
+    groups = _grouped(data, rows, choice, by_tag or [])
     if min_dates:
         groups = [g for g in groups if len({v.date for v in g.values}) >= min_dates]
     _name(groups)
@@ -227,8 +273,9 @@ def search_cost(group: Group) -> int:
     return min(len(group.values), changepoint.MAX_POINTS) ** 2
 
 
-def _grouped(data: Dataset, rows: pd.DataFrame, choice: MetricChoice) -> list[Group]:
-    """One Group per (system, benchmark, configuration), values in time order, invalid ones skipped."""
+def _grouped(data: Dataset, rows: pd.DataFrame, choice: MetricChoice, by_tag: list[str]) -> list[Group]:
+    """One Group per configuration (identity keys, where it ran, identifying labels), values in time
+    order, runs that do not count skipped with their flags."""
     if choice.labels:
         wanted = choice.labels
         keep = rows["labels"].map(lambda labels: isinstance(labels, dict)
@@ -242,7 +289,7 @@ def _grouped(data: Dataset, rows: pd.DataFrame, choice: MetricChoice) -> list[Gr
     for rec in rows.itertuples(index=False):
         run = data.runs[rec.run_id]
         if rec.run_id not in per_run:
-            per_run[rec.run_id] = (system_of(run, data.systems), *date_of(run), _settings(run))
+            per_run[rec.run_id] = (system_of(run, data.systems), *date_of(run), _settings(run, data, by_tag))
         system, date, dated_by, settings = per_run[rec.run_id]
         identity = identity_labels(rec.benchmark, rec.name)
         labels = {k: v for k, v in rec.labels.items() if k in identity} if isinstance(rec.labels, dict) else {}
@@ -252,7 +299,9 @@ def _grouped(data: Dataset, rows: pd.DataFrame, choice: MetricChoice) -> list[Gr
             configuration = json.loads(settings) | labels
             group = groups[key] = Group(system, rec.benchmark, configuration, "", rec.unit, rec.higher_is_better)
         value = _finite(rec.value)
-        if not rec.valid:
+        if not counts(run):
+            group.skipped.append(Skipped(rec.run_id, why_not_counted(run)))
+        elif not rec.valid:
             group.skipped.append(Skipped(rec.run_id, _why_invalid(run)))
         elif date is None:
             group.skipped.append(Skipped(rec.run_id, dated_by))
@@ -282,6 +331,20 @@ def _key(labels: dict) -> tuple | str:
     except TypeError:
         return json.dumps(labels, sort_keys=True, default=str)
     return items
+
+
+def why_not_counted(run: dict) -> str:
+    """'truncated: the output ends before...', 'excluded: rerun after the fix': the run's flags, each
+    with its reason where the run has one."""
+    facts = run.get("facts") or {}
+    reasons = {"excluded": run.get("excluded"), "suspect": run.get("suspect") or facts.get("suspect"),
+               "disturbed": facts.get("disturbed"), "failed": run.get("reason"),
+               "invalid": run.get("reason"), "truncated": run.get("reason")}
+    out = []
+    for flag in run_flags(run):
+        reason = reasons.get(flag)
+        out.append(f"{flag}: {str(reason)[:160]}" if isinstance(reason, str) and reason.strip() else flag)
+    return "; ".join(out)[:400] or "not counted"
 
 
 def _why_invalid(run: dict) -> str:
@@ -340,9 +403,17 @@ def _utc(stamp: str) -> str | None:
     return when.astimezone(UTC).isoformat(timespec="seconds")
 
 
-def _settings(run: dict) -> str:
-    params = run["params"] if isinstance(run.get("params"), dict) else {}
-    return json.dumps({k: v for k, v in params.items() if k not in NOT_CONFIGURATION}, sort_keys=True, default=str)
+def _settings(run: dict, data: Dataset, by_tag: list[str]) -> str:
+    """The run's identity (identity.run_identity) as JSON text: every key but its tags, except the
+    tags asked to split series (`tag:K`); benchmark and system are the series' own fields."""
+    hostname = (data.systems.get(run.get("system_id") or "") or {}).get("hostname")
+    keys = run_identity(run, hostname)
+    wanted = {f"tag:{k}" for k in by_tag}
+    kept = {k: v for k, v in keys.items()
+            if k not in NOT_SERIES_KEYS and (not str(k).startswith("tag:") or k in wanted)}
+    for key in wanted - kept.keys():  # asked to split by it, and the run does not say: unknown
+        kept[key] = None
+    return json.dumps(kept, sort_keys=True, default=str)
 
 
 @lru_cache(maxsize=256)
@@ -374,15 +445,18 @@ def _name(groups: list[Group]) -> None:
 
 
 def judge(group: Group, min_change: float = DEFAULT_MIN_CHANGE, alpha: float = changepoint.ALPHA,
-          min_points: int = MIN_POINTS) -> None:
+          min_points: int | None = None) -> None:
     """Search the series for change points and mark those in the bad direction; a series with fewer
-    than `min_points` values is left unjudged, with a note saying so."""
+    values than the test needs to reach `alpha` (changepoint.min_points) is left unjudged: its
+    verdict is "too few values to judge (need at least K)"."""
     n = len(group.values)
-    if n < min_points:
-        group.note = (f"{n} valid value{'s' if n != 1 else ''}: at least {min_points} are needed to judge"
-                      if n else "no valid value")
+    group.needed = max(min_points or 0, changepoint.min_points(alpha))
+    if n < group.needed:
+        group.note = (f"{n} counted value{'s' if n != 1 else ''}: the test cannot reach p <= {alpha:g} "
+                      f"with fewer than {group.needed}" if n else "no counted value")
         return
-    found = changepoint.detect([v.value for v in group.values], alpha=alpha)
+    found = changepoint.detect([v.value for v in group.values], alpha=alpha,
+                               permutations=changepoint.permutations_for(min(n, changepoint.MAX_POINTS), alpha))
     group.judged = True
     group.analysed_from = found.analysed_from
     if found.analysed_from:
@@ -392,6 +466,13 @@ def judge(group: Group, min_change: float = DEFAULT_MIN_CHANGE, alpha: float = c
         pct = None if cp.change is None else 100 * cp.change
         group.changes.append(Change(cp.index, at.run_id, at.date, cp.before, cp.after, pct, cp.p_value,
                                     is_worse(cp, group.higher_is_better, min_change, alpha)))
+    group.judged = True
+    beyond = [i for i, cp in enumerate(found.change_points)
+              if is_worse(cp, group.higher_is_better, min_change, alpha)
+              or is_worse(cp, not group.higher_is_better, min_change, alpha)]
+    if beyond:
+        group.decisive = beyond[-1]
+        group.improved = not group.changes[group.decisive].worse
 
 
 def is_worse(cp: changepoint.ChangePoint, higher_is_better: bool, min_change: float = DEFAULT_MIN_CHANGE,
@@ -401,3 +482,16 @@ def is_worse(cp: changepoint.ChangePoint, higher_is_better: bool, min_change: fl
         return False
     bad = cp.change < 0 if higher_is_better else cp.change > 0
     return bad and abs(cp.change) > min_change
+
+
+def change_verdict(group: Group, change: Change) -> str:
+    """The words for one change point, the same in the command and the report: the newest one beyond
+    the threshold carries the series' verdict; an older one is 'worse' or 'better (an older change)';
+    one within the threshold is 'within threshold'."""
+    if group.decisive is not None and change is group.changes[group.decisive]:
+        return group.verdict
+    if change.worse:
+        return "worse (an older change)"
+    if change.change_pct and (change.change_pct > 0) == group.higher_is_better:
+        return "better (an older change)"
+    return "within threshold"

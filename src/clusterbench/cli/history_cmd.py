@@ -32,16 +32,18 @@ def history(
     fail_on_regression: Annotated[bool, typer.Option(
         "--fail-on-regression", help="Exit with 1 when a series' newest change point is a regression (for CI).")]
         = False,
+    by_tag: Annotated[list[str] | None, typer.Option(
+        "--by-tag", help="Split series by this tag too (repeatable); tags do not split series otherwise.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the history as JSON.")] = False,
 ) -> None:
-    """A metric over time, per system and configuration, with its change points (E-Divisive means,
-    a permutation test at p <= 0.01) and whether the newest one is a regression.
+    """A metric over time, per configuration, with its change points (E-Divisive means, a permutation
+    test at p <= 0.01) and one verdict per series: regression, improvement, no change beyond the
+    noise, or too few values to judge (need at least 10: fewer can never reach p <= 0.01).
 
-    A series needs at least 6 valid values to be judged; invalid runs are listed as skipped. The
-    system is the stored system's hostname, else the `system` tag, else the campaign or imported
-    folder; the configuration is the benchmark, its parameters and the metric's identifying labels.
+    A series is one configuration (every identifying key: system, cluster and host group, nodes,
+    parameters, BLAS...; tags only with --by-tag) ordered by when each run ran. Runs that do not
+    count (failed, invalid, truncated, suspect, disturbed, excluded) are listed as skipped.
     """
-    from clusterbench.analysis.history import MIN_POINTS
     from clusterbench.analysis.history import history as run_history
     from clusterbench.analysis.select import parse_selection
 
@@ -53,15 +55,15 @@ def history(
             listed = ", ".join(names[:30]) + (f" and {len(names) - 30} more" if len(names) > 30 else "")
             raise UserInputError("which metric? give -m NAME, e.g. -m hpl_gflops",
                                  hint=f"stored metrics: {listed}" if names else "no metric values are stored yet")
-        found = run_history(store, parse_selection(selection, store), metric, min_change / 100)
+        found = run_history(store, parse_selection(selection, store), metric, min_change / 100, by_tag=by_tag)
     judged = [g for g in found.groups if g.judged]
     if as_json:
         print(json.dumps(_as_dict(found), indent=2))
     else:
         _print(found, judged)
     if not judged and not as_json:
-        console.print(f"[yellow]cannot judge[/]: no series has the {MIN_POINTS} valid values a change point "
-                      "needs (at least 3 on each side); nothing is flagged", highlight=False)
+        console.print(f"[yellow]too few values to judge[/]: no series has the {found.needed} counted values the "
+                      f"test needs to reach p <= {found.alpha:g}; nothing is judged", highlight=False)
     if fail_on_regression and found.regressions:
         raise typer.Exit(1)
 
@@ -70,6 +72,7 @@ def _as_dict(found) -> dict:
     out = asdict(found)
     for group, shown in zip(found.groups, out["groups"], strict=True):
         shown["regression"] = group.regression
+        shown["verdict"] = group.verdict
     out["regressions"] = len(found.regressions)
     return out
 
@@ -83,6 +86,10 @@ def _print(found, judged: list) -> None:
     if found.dropped_groups:
         console.print(f"{found.dropped_groups} series with the fewest values were not analysed (the limit); "
                       "narrow the selection")
+    tally: dict[str, int] = {}
+    for group in found.groups:
+        tally[group.verdict] = tally.get(group.verdict, 0) + 1
+    console.print("verdicts: " + "; ".join(f"{n} {escape(v)}" for v, n in sorted(tally.items())), highlight=False)
     regressions = found.regressions
     if regressions:
         console.print(f"[bold red]{len(regressions)} of {len(judged)} judged series end in a regression[/] "
@@ -94,29 +101,27 @@ def _print(found, judged: list) -> None:
 
 
 def _group_table(group) -> Table:
+    from clusterbench.analysis.history import change_verdict
     from clusterbench.report.render import text
 
     values = group.values
     span = f"{_day(values[0].date)}..{_day(values[-1].date)}" if values else "no dated value"
     last = f"last {text(values[-1].value)} {group.unit}" if values else ""
-    title = (f"{group.system} | {group.label} | n={len(values)} | {span} | {last}"
-             + (" | REGRESSION" if group.regression else ""))
+    verdict = group.verdict.upper() if group.regression else group.verdict
+    title = f"{group.system} | {group.label} | n={len(values)} | {span} | {last} | {verdict}"
     table = Table(title=escape(title), title_justify="left", title_style="bold red" if group.regression else None)
     for column, justify in (("change point", "left"), ("run", "left"), ("before -> after", "right"),
                             ("change", "right"), ("p", "right"), ("verdict", "left")):
         table.add_column(column, justify=justify)
     for c in group.changes:
         change = f"{c.change_pct:+.1f}%" if c.change_pct is not None else "-"
-        verdict = "better" if _better(group, c) else "within threshold"
-        if c.worse:
-            verdict = "REGRESSION" if c is group.changes[-1] else "worse (an older change)"
-        style = "red" if c.worse else ("green" if verdict == "better" else None)
+        verdict = change_verdict(group, c)
+        style = "red" if c.worse else ("green" if _better(group, c) else None)
         table.add_row(escape(_day(c.date, minutes=True)), escape(c.run_id),
                       f"{text(c.before)} -> {text(c.after)} {escape(group.unit)}", change, f"{c.p_value:.3g}",
                       verdict, style=style)
     if not group.changes:
-        table.add_row("none" if group.judged else "not judged", "", "", "", "",
-                      escape(group.note if not group.judged else "no significant change"))
+        table.add_row("none" if group.judged else "not judged", "", "", "", "", escape(group.verdict))
     notes = [group.note] if group.note and group.judged else []
     if group.skipped:
         shown = ", ".join(f"{s.run_id} ({s.reason})" for s in group.skipped[:5])

@@ -27,7 +27,16 @@ import pandas as pd
 
 from clusterbench.analysis.changepoint import ALPHA, MAX_POINTS
 from clusterbench.analysis.dataset import Dataset
-from clusterbench.analysis.history import DEFAULT_MIN_CHANGE, Group, MetricChoice, judge, search_cost, series
+from clusterbench.analysis.history import (
+    DEFAULT_MIN_CHANGE,
+    MIN_POINTS,
+    Group,
+    MetricChoice,
+    change_verdict,
+    judge,
+    search_cost,
+    series,
+)
 from clusterbench.report import csvsafe
 from clusterbench.report.figures import _STYLE, OKABE_ITO, svg_element
 from clusterbench.report.model import Picture, Section, Table
@@ -64,15 +73,17 @@ def section(data: Dataset, _options, store=None) -> Section | None:
                                                 -len(mg[1].values)))
     drawn = groups[:MAX_DRAWN]
     out = Section("history", "History", [
-        "Each benchmark's figure of merit over time, per system (the stored system's hostname, else the "
-        "`system` tag, else the campaign or imported folder) and configuration (benchmark, parameters and the "
-        f"metric's identifying labels), for series measured at {MIN_DATES} or more different times. Change "
-        "points are found by E-Divisive means (Matteson & James 2014): the split that most separates the "
-        "distributions on either side, accepted when a permutation test (199 shuffles within the current "
-        f"segments, fixed seed) gives p <= {ALPHA:g}, repeated in the new segments; the newest "
-        f"{MAX_POINTS} values of a series are searched. A regression is a newest change point that makes the "
-        f"metric worse by more than {100 * DEFAULT_MIN_CHANGE:g}%. Invalid runs are never used. "
-        "`clusterbench history -m METRIC` gives the same per metric, and exits 1 on a regression with "
+        "Each benchmark's figure of merit over time, per configuration: every identifying key of the runs "
+        "(system, batch cluster and host group, nodes, parameters, BLAS...; tags do not split a series), so "
+        "runs on different hardware are different series even when one ran after the other. Series measured at "
+        f"{MIN_DATES} or more different times are shown. Change points are found by E-Divisive means (Matteson & "
+        "James 2014): the split that most separates the distributions on either side, accepted when a "
+        f"permutation test (fixed seed) gives p <= {ALPHA:g}, repeated in the new segments; the newest "
+        f"{MAX_POINTS} values of a series are searched. Verdicts: regression or improvement (the newest change "
+        f"point moves the metric by more than {100 * DEFAULT_MIN_CHANGE:g}%), no change beyond the noise, or too "
+        f"few values to judge: below {MIN_POINTS} values no arrangement can reach p <= {ALPHA:g}. Runs that do "
+        "not count (failed, invalid, truncated, suspect, disturbed, excluded) are skipped and listed with their "
+        "flags. `clusterbench history -m METRIC` gives the same per metric, and exits 1 on a regression with "
         "--fail-on-regression."])
     regressions = [f"{g.label} on {g.system} ({name})" for name, g in groups if g.regression]
     if regressions:
@@ -134,16 +145,6 @@ def _labels(text: str | None) -> dict:
     return labels if isinstance(labels, dict) else {}
 
 
-def _verdict(group: Group, change) -> str:
-    """As `clusterbench history` says it: regression (the newest change, worse), worse, better, or
-    within threshold (a significant change smaller than the threshold, or in the good direction)."""
-    if change.worse:
-        return "regression" if change is group.changes[-1] else "worse"
-    if change.change_pct is not None and (change.change_pct > 0) == group.higher_is_better and change.change_pct:
-        return "better"
-    return "within threshold"
-
-
 def _table(groups: list[tuple[str, Group]]) -> Table:
     rows = []
     for name, g in groups:
@@ -152,12 +153,11 @@ def _table(groups: list[tuple[str, Group]]) -> Table:
         common = [g.system, g.label, name, g.unit, len(g.values), first, last.date[:10] if last else None,
                   last.value if last else None]
         if not g.changes:
-            rows.append([[last.run_id] if last else [], *common, None, None, None, None,
-                         g.note or "no change point"])
+            rows.append([[last.run_id] if last else [], *common, None, None, None, None, _skipped(g), g.verdict])
         for c in g.changes:
             rows.append([[c.run_id], *common, c.date[:16].replace("T", " "), f"{c.before:.5g} -> {c.after:.5g}",
                          None if c.change_pct is None else round(c.change_pct, 2), round(c.p_value, 4),
-                         _verdict(g, c)])
+                         _skipped(g), change_verdict(g, c)])
     note = ("runs: the run where the new segment starts (the newest run when there is no change point). "
             "change %: of the segment mean after against before. p: permutation p-value when it was accepted.")
     if len(rows) > MAX_TABLE_ROWS:
@@ -165,21 +165,31 @@ def _table(groups: list[tuple[str, Group]]) -> Table:
         rows = rows[:MAX_TABLE_ROWS]
     return Table("history-table", "Series over time and their change points",
                  ["runs", "system", "series", "metric", "unit", "n", "first", "last", "last value", "change point",
-                  "before -> after", "change %", "p", "verdict"], rows, note=note)
+                  "before -> after", "change %", "p", "skipped", "verdict"], rows, note=note)
+
+
+def _skipped(group: Group) -> str | None:
+    """'2: r1 (truncated: ...); r7 (excluded: rerun)': the runs kept out of the series, and why."""
+    if not group.skipped:
+        return None
+    shown = "; ".join(f"{s.run_id} ({s.reason})" for s in group.skipped[:5])
+    more = f"; and {len(group.skipped) - 5} more" if len(group.skipped) > 5 else ""
+    return f"{len(group.skipped)}: {shown}{more}"
 
 
 def _picture(slug: str, name: str, group: Group) -> Picture:
-    title = f"{name} on {group.system}: {group.label}" + (" (regression)" if group.regression else "")
+    title = f"{name} on {group.system}: {group.label} ({group.verdict})"
     start = _first_drawn(group)
     caption = (f"{len(group.values) - start} valid values of {name} ({group.unit}) by start date (UTC); vertical "
                "lines: change points (between the last run of a segment and the first of the next); horizontal "
                "lines: segment means.")
-    if not group.judged:
-        caption += f" Not searched for change points: {group.note}."
+    caption += f" Verdict: {group.verdict}."
+    if not group.judged and group.note:
+        caption += f" ({group.note})."
     if start:
         caption += f" The oldest {start} values are not drawn: only the newest {MAX_POINTS} are searched."
     if group.skipped:
-        caption += f" {len(group.skipped)} invalid or undated value(s) skipped."
+        caption += f" Skipped (not counted): {_skipped(group)}."
     if any(v.dated_by != "start" for v in group.values[start:]):
         caption += " Some imported outputs state no start: they are dated by their file's modification time."
     return Picture(slug, title[:300], _svg(slug, title[:300], name, group, start), caption, csv=_csv(group, start))
