@@ -1,10 +1,12 @@
 """The fixed cost of a run (issue 20): the CLI registers only the command it runs, the registry
 imports only the benchmark it is asked for, and the node state read ahead is used only when it
-is the very read the run would make."""
+is the very read the run would make; and (issue 32) `--version`, `--help` and a plain `results` listing load
+no analysis library (pandas, numpy, scipy, matplotlib)."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -108,3 +110,63 @@ def test_nothing_is_read_ahead_when_observing_is_off(stats, monkeypatch):
     monkeypatch.setenv("CLUSTERBENCH_OBSERVE", "0")
     assert not observe.prefetch_state(["localhost"], {})
     assert stats()["started"] == 0
+
+
+HEAVY = ("pandas", "numpy", "scipy", "matplotlib")
+
+
+def _modules_after(argv: list[str], env: dict) -> tuple[set[str], str]:
+    """The top-level packages imported by `clusterbench ARGV`, run in a fresh interpreter, and its output."""
+    code = (f"import sys; sys.argv = ['clusterbench', *{argv!r}]\n"
+            "from clusterbench.cli import main\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print('LOADED', ' '.join(sorted({m.partition('.')[0] for m in sys.modules})))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    head, _, loaded = out.stdout.rpartition("LOADED")
+    assert loaded, out.stderr
+    return set(loaded.split()), head
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], []])
+def test_version_and_help_import_no_analysis_library(tmp_path, argv):
+    env = dict(os.environ) | {"CLUSTERBENCH_DB": str(tmp_path / "r.db"), "COLUMNS": "200"}
+    loaded, out = _modules_after(argv, env)
+    assert "clusterbench" in loaded
+    assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
+    if argv == ["--version"]:
+        assert out.startswith("clusterbench ") and not loaded & {"typer", "rich", "pydantic", "yaml"}
+    else:
+        assert " results " in out and " bench " in out  # the whole app's help, not an error
+
+
+def test_results_listing_imports_no_analysis_library_and_a_selection_still_works(tmp_path):
+    """A plain listing needs no pandas; --select (analysis.identity) and --group-by still load what they need."""
+    from clusterbench.store.db import Store
+
+    db = tmp_path / "r.db"
+    with Store(db):
+        pass
+    env = dict(os.environ) | {"CLUSTERBENCH_DB": str(db), "COLUMNS": "200"}
+    loaded, _ = _modules_after(["results"], env)
+    assert "sqlite3" in loaded and not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
+    loaded, _ = _modules_after(["results", "--select", "nodes>=1"], env)
+    assert "pandas" in loaded  # the selection path is still reached, lazily
+
+
+def test_the_plain_top_level_help_says_what_the_commands_say():
+    """cli/fast_help.py answers `clusterbench --help` without typer: its table must be the registered commands,
+    in typer's order, each with the first sentence of its own help (edit SUMMARIES when a docstring changes)."""
+    import typer.main
+
+    from clusterbench.cli import fast_help
+
+    group = typer.main.get_command(register_all())
+    said = {name: command.get_short_help_str(limit=10_000) for name, command in group.commands.items()}
+    assert fast_help.SUMMARIES == said
+    assert list(fast_help.SUMMARIES) == list(said)
+    assert fast_help.ABOUT == group.help
+    declared = {opt for param in group.params for opt in param.opts + param.secondary_opts} | {"--help"}
+    listed = {opt for name, _ in fast_help.OPTIONS for opt in re.findall(r"(?<!\S)-{1,2}[\w-]+", name)}
+    assert declared == listed, (declared, listed)
+    page = fast_help.text()
+    assert all(f"  {name} " in page for name in said)

@@ -15,11 +15,14 @@ import difflib
 import json
 import sqlite3
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from clusterbench.analysis.flags import run_flags
-from clusterbench.analysis.select import Selection, no_match_error, select_rows
 from clusterbench.errors import UserInputError
 from clusterbench.store.db import Store, decode_notes, decoded_run
+
+if TYPE_CHECKING:  # selection terms pull in analysis.identity (pandas): imported only when a listing selects
+    from clusterbench.analysis.select import Selection
 
 
 def as_bool(value) -> bool | None:
@@ -50,6 +53,8 @@ def list_runs(store: Store, benchmark: str | None = None, campaign: str | None =
     if not rows and (campaign, benchmark, status) != (None, None, None) and store.run_count():
         raise no_match(store, campaign=campaign, benchmark=benchmark, status=status)
     if selecting:
+        from clusterbench.analysis.select import no_match_error, select_rows
+
         rows = select_rows(store, selection, rows)
         if not rows and store.run_count():
             raise no_match_error(store, selection)

@@ -1,6 +1,5 @@
 """The Typer application and the options shared by every command."""
 
-from __future__ import annotations
 
 import os
 from enum import Enum

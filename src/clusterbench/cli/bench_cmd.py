@@ -1,6 +1,5 @@
 """`clusterbench benchmarks` (what can run here) and `clusterbench bench NAME -p key=value`."""
 
-from __future__ import annotations
 
 import json
 from typing import Annotated

@@ -1,7 +1,6 @@
 """`clusterbench build hpl|hpcg|imb|osu|stream|lulesh|list`: build official benchmarks into the cache
 and register them."""
 
-from __future__ import annotations
 
 import json
 import os
@@ -32,7 +31,7 @@ def _say(msg: str) -> None:
     console.print(f"[dim]build:[/] {escape(msg)}")
 
 
-def _build(what: str, as_json: bool, build: Callable[[Callable[[str], None]], Built], summary: Callable[[dict], str],
+def _build(what: str, as_json: bool, build: Callable[[Callable[[str], None]], "Built"], summary: Callable[[dict], str],
            then: str = "") -> None:
     """The body every build command shares: `build(log)` under a spinner with its steps printed, then
     one line of what is ready (`summary(provenance)`) and `then` (what uses it now); or, with

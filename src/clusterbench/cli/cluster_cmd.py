@@ -1,6 +1,5 @@
 """`clusterbench cluster info|check|exec|blas`: the nodes, checked and driven together."""
 
-from __future__ import annotations
 
 import json
 import os

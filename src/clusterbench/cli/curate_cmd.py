@@ -7,7 +7,6 @@ says something about a run that its file does not ("rerun after the BIOS update"
 and `results RUN` show it. Removing runs for good is `clusterbench db delete`.
 """
 
-from __future__ import annotations
 
 from typing import Annotated
 

@@ -1,6 +1,5 @@
 """`clusterbench db check|backup|migrate|delete`: look after the results database itself."""
 
-from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated

@@ -1,6 +1,5 @@
 """`clusterbench diff RUN_A RUN_B`: what differs between two runs, section by section."""
 
-from __future__ import annotations
 
 import json
 from dataclasses import asdict

@@ -1,6 +1,5 @@
 """`clusterbench pin`: where every task and thread of a launch would run, without running anything."""
 
-from __future__ import annotations
 
 import json
 from pathlib import Path

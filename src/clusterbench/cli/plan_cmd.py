@@ -1,6 +1,5 @@
 """`clusterbench plan hpl`: the HPL calculator (N per NB, grids, layouts, input files)."""
 
-from __future__ import annotations
 
 import json
 from dataclasses import asdict

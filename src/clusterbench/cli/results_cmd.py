@@ -1,6 +1,5 @@
 """`clusterbench results`: list, filter and export stored runs and their metrics."""
 
-from __future__ import annotations
 
 import csv
 import json
@@ -55,13 +54,16 @@ def results(
     (invalid ones are counted in n_invalid, never averaged in).
     """
     from clusterbench.analysis.listing import list_runs
-    from clusterbench.analysis.select import parse_selection
 
     with open_store(read_only=True) as store:
         if run_id:
             _show_run(store, run_id, fmt)
             return
-        selection = parse_selection(select, store) if select else None
+        selection = None
+        if select:  # selection terms import analysis.identity (pandas): a plain listing does not need them
+            from clusterbench.analysis.select import parse_selection
+
+            selection = parse_selection(select, store)
         if group_by is not None or stat is not None:
             _print_stats(store, campaign, benchmark, metric, group_by, stat, cv_warn, fmt, selection)
             return

@@ -2,7 +2,6 @@
 the OS/network/MPI keys a campaign may change; `system restore`, which puts back what a crashed
 run left changed."""
 
-from __future__ import annotations
 
 import json
 import os

@@ -5,7 +5,6 @@ campaign's runs may deserve a label nobody thought of before. A tag added here i
 one given with `--tag` at import: selections, reports, comparisons and `--group-by` see it.
 """
 
-from __future__ import annotations
 
 from typing import Annotated
 

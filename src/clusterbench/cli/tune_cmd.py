@@ -1,6 +1,5 @@
 """`clusterbench tune hpl`: the budgeted HPL tuner (the library is clusterbench.tune; docs/tune.md)."""
 
-from __future__ import annotations
 
 import json
 import math

@@ -123,12 +123,18 @@ def _rows(store: Store | None, ids: Iterable[str], name: str) -> list[tuple[dict
     """(params, labels, value, unit, run id) of the valid `name` metrics of these systems."""
     if store is None:
         return []
+    from clusterbench.analysis.flags import counts
+
     out = []
     for sid in ids:
         for row in store.metric_rows(name, system_id=sid, valid_only=True):
             try:
                 params, labels = json.loads(row["params"] or "{}"), json.loads(row["labels"] or "{}")
+                facts = json.loads(row["facts"] or "{}")
             except ValueError:
+                continue
+            run = {"status": row["status"], "valid": row["run_valid"], "facts": facts, "excluded": row["excluded"]}
+            if not counts(run):  # a truncated, suspect, disturbed or excluded run is no evidence of a rate
                 continue
             if math.isfinite(row["value"]) and row["value"] > 0:
                 out.append((params, labels, float(row["value"]), row["unit"], row["run_id"]))
