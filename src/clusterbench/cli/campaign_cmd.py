@@ -40,6 +40,10 @@ def _load(path: Path, preflight: bool = False, force: bool = False, quiet: bool 
                 err_console.print("[red]preflight failed[/]: the campaign did not start. Fix the nodes above, "
                                   "or run with --force to start anyway.")
                 raise typer.Exit(1)
+        if result.staged:  # a batch job may land on any node of the site, not only those checked
+            from clusterbench.cluster.staging import extend_to
+
+            extend_to([h.name for h in loaded.site.inventory.hosts])
     return loaded
 
 
@@ -131,6 +135,9 @@ def campaign_run(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary at the end.")] = False,
     force: Annotated[bool, typer.Option(
         "--force", help="Start a multi-node campaign even when the preflight finds inconsistent nodes.")] = False,
+    stage: Annotated[bool, typer.Option(
+        "--stage", help="Copy what the nodes cannot see (the probe, kernels, binaries under a node-local path) to a "
+                        "node-local folder on each node, and run those copies (also: CLUSTERBENCH_STAGE=1).")] = False,
 ) -> None:
     """Run a campaign; run it again to continue after an interruption (finished runs are kept).
     A campaign over several nodes checks them first (clusterbench cluster check). One runner at a
@@ -138,6 +145,10 @@ def campaign_run(
     from clusterbench.units import parse_duration
 
     spread_s = parse_duration(spread, "--spread") if spread else None
+    if stage:
+        from clusterbench.cluster.staging import request
+
+        request()
     with ExitStack() as lock:
         loaded = _load(file, preflight=True, force=force, quiet=as_json, lock=lock)
         try:

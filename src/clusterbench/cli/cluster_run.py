@@ -16,7 +16,7 @@ from clusterbench.cli.app import console, err_console, eta_progress, open_store
 
 
 def run_on_cluster(inv, budget_s: float, *, interconnect: str, mpi: str | None, hpl: bool, xhpl: str | None,
-                   iperf: bool, rule, force: bool, dry_run: bool, as_json: bool) -> None:
+                   iperf: bool, rule, force: bool, dry_run: bool, as_json: bool, stage: bool = False) -> None:
     from clusterbench.analysis.cluster import stored_view
     from clusterbench.bench.hpl.benchmark import find_xhpl
     from clusterbench.cli.cluster_cmd import print_preflight, run_preflight
@@ -25,6 +25,10 @@ def run_on_cluster(inv, budget_s: float, *, interconnect: str, mpi: str | None, 
     from clusterbench.system.discover import discover
 
     check_inventory(inv)
+    if stage:  # copy what the nodes cannot see to each (cluster/staging.py); CLUSTERBENCH_STAGE=1 does too
+        from clusterbench.cluster.staging import request
+
+        request()
     local = discover()
     with open_store() as store:
         binary = find_xhpl(xhpl, mpi) if hpl else None

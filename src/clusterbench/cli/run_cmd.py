@@ -1,7 +1,5 @@
 """`clusterbench run`: characterise this machine end to end within a time budget."""
 
-from __future__ import annotations
-
 import json
 from contextlib import nullcontext
 from typing import Annotated
@@ -60,6 +58,10 @@ def run(
         "--force", help="Cluster runs: go on although the preflight found problems.")] = False,
     iperf: Annotated[bool, typer.Option(
         "--iperf", help="Cluster runs: also iperf3 (TCP) between every pair of nodes, a few seconds each.")] = False,
+    stage: Annotated[bool, typer.Option(
+        "--stage", help="Cluster runs: copy what the nodes cannot see (probe, kernels, binaries on a node-local "
+                        "path) to a node-local folder on each node and run the copies (also CLUSTERBENCH_STAGE=1).")]
+        = False,
 ) -> None:
     """Discover this machine, run HPCC sized to the budget, store everything, summarise.
 
@@ -83,7 +85,7 @@ def run(
         run_on_cluster(inv, parse_duration(budget, "--budget"), interconnect=interconnect,
                        mpi=mpi.value if mpi else None, hpl=hpl, xhpl=xhpl, iperf=iperf,
                        rule=Rule(z=outlier_z, min_deviation=outlier_deviation), force=force, dry_run=dry_run,
-                       as_json=as_json)
+                       as_json=as_json, stage=stage)
         return
     from clusterbench.bench.hpl.benchmark import find_xhpl
     from clusterbench.launch.process import signals_as_interrupt

@@ -7,6 +7,8 @@ MPI hello-world across all nodes. What differs is decided against the majority o
 so the odd node out is the one named. Free memory is reported, not judged: its minimum is
 what sizes N. Given a directory (the results store's runs directory), every node must see the
 head's: a file written there by the head must be there, with the same contents, on each node.
+Every node must also reach what a run makes it execute (the Python and the placement probe, the
+build caches, the benchmark binaries; cluster/staging.py), or have it staged (`--stage`).
 """
 
 from __future__ import annotations
@@ -23,11 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusterbench.build.sources import sha256_of
+from clusterbench.cluster import staging
 from clusterbench.cluster.facts import NodeFacts, gather
-from clusterbench.launch.hosts import Inventory
+from clusterbench.errors import EnvironmentProblem
+from clusterbench.launch.hosts import Inventory, is_local
 from clusterbench.launch.remote import run_everywhere
 
 CLOCK_SKEW_LIMIT_S = 1.0
+CHECKSUM_OF = "checksum of "
 
 
 @dataclass
@@ -42,6 +47,7 @@ class Problem:
 class Preflight:
     facts: list[NodeFacts]
     problems: list[Problem] = field(default_factory=list)
+    staged: str | None = None  # the node-local folder what the nodes could not see was copied to
 
     @property
     def ok(self) -> bool:
@@ -57,15 +63,19 @@ class Preflight:
     def to_dict(self) -> dict:
         return {"ok": self.ok, "nodes": [f.to_dict() for f in self.facts],
                 "problems": [p.__dict__ for p in self.problems],
-                "min_available_bytes": self.min_available_bytes()}
+                "min_available_bytes": self.min_available_bytes(), "staged": self.staged}
 
 
 def check_cluster(inv: Inventory, binaries: list[str] = (), mpi_hello: bool = True,
                   skew_limit_s: float = CLOCK_SKEW_LIMIT_S,
                   on_node: Callable[[NodeFacts], None] | None = None,
-                  mpis: tuple[str | None, ...] = (None,), shared_dir: Path | None = None) -> Preflight:
+                  mpis: tuple[str | None, ...] = (None,), shared_dir: Path | None = None,
+                  stage: bool | None = None) -> Preflight:
     """Every check on the nodes of `inv`; the MPI hello-world once with each MPI in `mpis`; with
-    `shared_dir`, that every node that answers sees that directory as the head does."""
+    `shared_dir`, that every node that answers sees that directory as the head does. Every node
+    must reach what a run makes it execute (`node_paths`): with `stage` (None: `--stage` or
+    CLUSTERBENCH_STAGE, cluster/staging.py) what it cannot is copied to it instead. The
+    hello-world is left out while a node cannot reach what it would run: it would only fail."""
     facts = gather(inv.names, binaries, on_node=on_node)
     result = Preflight(facts)
     result.problems += reachability(facts)
@@ -77,10 +87,28 @@ def check_cluster(inv: Inventory, binaries: list[str] = (), mpi_hello: bool = Tr
     result.problems += clocks(up, skew_limit_s)
     if shared_dir is not None and up:
         result.problems += shared_directory([f.host for f in up], shared_dir)
-    if mpi_hello and up and len(up) == len(facts):
+    unreached = []
+    if up:
+        unreached = node_paths([f.host for f in up], list(binaries), staging.requested() if stage is None else stage)
+        staged = staging.staged()
+        unreachable = {(p.node, p.detail) for p in unreached}
+        result.problems = [p for p in result.problems if not _said_otherwise(p, staged, unreachable)]
+        result.problems += unreached
+        result.staged = staged.folder if staged is not None else None
+    if mpi_hello and up and len(up) == len(facts) and not any(p.check == PATHS_CHECK for p in unreached):
         for mpi in mpis:
             result.problems += hello_world(inv, mpi=mpi)
     return result
+
+
+def _said_otherwise(problem: Problem, staged, unreachable: set[tuple[str, str]]) -> bool:
+    """A binary's checksum problem that the paths check explains better: the node cannot reach it
+    (named there with the fixes), or it is staged (its copy is the head's file)."""
+    if not problem.check.startswith(CHECKSUM_OF):
+        return False
+    path = problem.check[len(CHECKSUM_OF):]
+    return (staged is not None and staged.under_roots(path)) or any(
+        node == problem.node and detail.startswith(f"cannot reach {path} (") for node, detail in unreachable)
 
 
 def reachability(facts: list[NodeFacts]) -> list[Problem]:
@@ -115,7 +143,7 @@ def checksums(facts: list[NodeFacts], binaries: list[str]) -> list[Problem]:
     """Every node must run the binary the head planned with (the majority, if the head has none)."""
     problems = []
     for path in binaries:
-        label = f"checksum of {path}"
+        label = f"{CHECKSUM_OF}{path}"
         reference = local_sha256(path)
         if reference is None:
             problems += odd_ones_out(facts, label, lambda f, p=path: f.checksums.get(p), missing=f"{path} is missing")
@@ -199,6 +227,39 @@ def shared_directory(hosts: list[str], folder: Path, timeout_s: float = 30.0) ->
             seen = "another file under that name" if a.ok else "no file the head wrote there"
             problems.append(Problem(a.host, SHARED_CHECK, f"{folder} is not the head's directory here: {seen}",
                                     SHARED_HINT))
+    return problems
+
+
+PATHS_CHECK = "reaches what it runs"
+PATHS_HINT = ("put it on a file system every node mounts at the same path (a shared home or project space); for "
+              "the build cache set CLUSTERBENCH_CACHE to a folder there; or copy it to a node-local folder on each "
+              "node with --stage (or CLUSTERBENCH_STAGE=1)")
+SAMPLER_CHECK = "python3 for the sampler"
+
+
+def node_paths(hosts: list[str], binaries: list[str], stage: bool = False) -> list[Problem]:
+    """Every node must reach what a multi-node run makes it execute (cluster/staging.py: the Python
+    and the probe, the build caches, the benchmark binaries), asked in one ssh per node. With
+    `stage`, what some node cannot reach is copied to every node instead, and only a failed copy is
+    a problem. A node without python3 is named too: its activity sampler cannot run."""
+    wanted = staging.needs(binaries)
+    sight = staging.look(hosts, wanted)
+    problems = [Problem(h, SAMPLER_CHECK, "no python3 on the PATH of a command run over ssh: the node's "
+                        "activity is not sampled", "install python3 on the node")
+                for h, found in sight.python3.items() if not found and not is_local(h)]  # here: this Python
+    problems += [Problem(h, PATHS_CHECK, f"cannot tell what it reaches: {why}") for h, why in sight.unanswered.items()]
+    unseen = sight.shown()
+    if not unseen:
+        return problems
+    if stage:
+        try:
+            staging.stage(hosts, sight)
+            return problems
+        except EnvironmentProblem as exc:
+            return [*problems, Problem("all", PATHS_CHECK, f"staging failed: {exc.message}", exc.hint)]
+    for host, missing in unseen.items():
+        for need in missing:
+            problems.append(Problem(host, PATHS_CHECK, f"cannot reach {need.path} ({need.what})", PATHS_HINT))
     return problems
 
 

@@ -36,7 +36,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from clusterbench.launch.hosts import is_local
-from clusterbench.launch.remote import run_everywhere, ssh_command
+from clusterbench.launch.remote import node_copies, run_everywhere, ssh_command
 from clusterbench.launch.site import Site
 from clusterbench.launch.spec import Launch
 from clusterbench.system import activity, state
@@ -86,6 +86,8 @@ def collect_state(hosts: list[str], env: dict[str, str], clock_binary: str | Non
 
 def _state_script(hosts: list[str], env: dict[str, str], clock_binary: str | None) -> str:
     peers = hosts if len(hosts) > 1 else []
+    if any(not is_local(h) for h in hosts):
+        clock_binary = _on_nodes(clock_binary)
     return state.state_script(mpi_variables(env), peers, clock_binary, CLOCK_MS)
 
 
@@ -176,6 +178,12 @@ def clock_binary() -> str | None:
         return None
 
 
+def _on_nodes(path: str | None) -> str | None:
+    """The nodes' copy of the head's `path` when staging copies what they cannot see (launch/remote.py)."""
+    copies = node_copies()
+    return path if copies is None or path is None else copies.node_path(path)
+
+
 def _node_state(text: str, host: str) -> dict:
     try:
         return state.parse_state(text, host)
@@ -197,7 +205,7 @@ def slurm_lines(workdir: Path, env: dict[str, str], clock_binary: str | None,
     the step's output short; a job that ends kills its steps anyway). Both are --overlap steps, so
     they never wait for, or hold back, the run's own step."""
     head = "srun --overlap --nodes=${SLURM_JOB_NUM_NODES} --ntasks-per-node=1 --cpus-per-task=1 --cpu-bind=none"
-    script = state.state_script(mpi_variables(env), (), clock_binary, CLOCK_MS)
+    script = state.state_script(mpi_variables(env), (), _on_nodes(clock_binary), CLOCK_MS)
     stop = workdir / "activity.stop"
     sampler = [*activity.sampler_argv(interval_s, _backstop(max_seconds)), "--stop-file", str(stop)]
     before = ["# clusterbench: each node's state before the run, and a 1 Hz sampler on each beside it",

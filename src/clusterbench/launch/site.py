@@ -195,8 +195,15 @@ class Site:
         placement, else the mpirun (Open MPI or Hydra) or srun line of its placement."""
         if launch.placement is None:
             return list(launch.program)
-        return self.command(self.mpi_launch(launch), list(launch.program), launch.placement.nodes,
-                            launch.placement.pinning)
+        from clusterbench.launch.remote import node_copies  # with ssh and threads: only once a run is launched
+
+        mpi_launch, program = self.mpi_launch(launch), list(launch.program)
+        copies = node_copies() if self.launcher != "local" else None
+        if copies is not None:  # staging (launch/remote.py): the nodes run copies of what they cannot see
+            program = copies.argv(program)
+            if mpi_launch.env.get("LD_LIBRARY_PATH"):
+                mpi_launch.env["LD_LIBRARY_PATH"] = copies.env_value(mpi_launch.env["LD_LIBRARY_PATH"])
+        return self.command(mpi_launch, program, launch.placement.nodes, launch.placement.pinning)
 
     @staticmethod
     def mpi_launch(launch: Launch) -> MpiLaunch:
