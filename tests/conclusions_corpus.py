@@ -8,10 +8,11 @@ tests/studies.py's generators) and imported with the real command line, as a use
 - `unknown_nodes`: plain HPL files that state no node count, one imported as it is and one with
   `--tag nodes=8`; and a truncated 8-rank (2x4) file (its first result passed, the second was cut
   before its residual) whose Gflop/s exceed one node's Rpeak.
-- `unknown_threads`: HPCC files of 2 ranks, some named with their thread count and some not.
+- `unknown_threads`: HPCC files of 2 ranks on 1 node, some named with their thread count and some not, and
+  1-rank references of known threads (the SMP efficiency's baseline).
 - `hpcc_not_applicable`: one-process HPCC files, whose ping-pong figures HPCC prints as -1.
 - `blas_at_own_n`: HPL at 8 nodes with two BLAS, each at its own N and NB (the way studies tune).
-- `tied_bests`: two HPL files whose best results are the same Gflop/s.
+- `tied_bests`: two HPL files whose best results are the same Gflop/s (and a slower one at another NB).
 - `wrong_pattern`: files imported with a --name-pattern that only some of their names match.
 
 The values are SYNTHETIC (named constants below), so a test checks a conclusion against what was written.
@@ -54,6 +55,8 @@ TRUNCATED_GFLOPS = 66.3  # an 8-rank (2x4) run: 221% of one node's 30 Gflop/s Rp
 BLAS_RUNS = {"openblas": (52416, 168, 3010.0), "blis": (51840, 192, 3105.0)}  # N, NB, Gflop/s at 8 nodes
 BLAS_REPEATS = 3
 TIED_GFLOPS = 20.5
+TIED_OTHER_NB = 128
+THREAD_REPEATS = 3
 PATTERN = "HPL.out.{nodes}_node_{n}_{nb}.{blas}"
 
 
@@ -130,18 +133,27 @@ def unknown_nodes(root: Path, seed: int = SEED) -> Corpus:
 
 
 def unknown_threads(root: Path, seed: int = SEED) -> Corpus:
-    """HPCC on 1 node x 2 ranks: three files named with threads=1, three with threads=4, three not saying."""
+    """HPCC on 1 node (`--tag nodes=1`): 2 ranks with three files named threads=1, three threads=4 and three
+    not saying; and their 1-rank references (one process per node, the SMP efficiency's baseline), three named
+    threads=1 and three threads=4. The unstated ones have no reference they may be compared with."""
     rng = random.Random(seed)
     corpus = _new(root, "unknown-threads")
     for threads in (1, 4, None):
-        for repeat in range(1, 4):
+        for repeat in range(1, THREAD_REPEATS + 1):
             name = f"hpcc-t{threads}-r{repeat}.txt" if threads else f"hpcc-r{repeat}.txt"
-            output = OutputFile(name, hpcc_text(1, 2, rng), {"threads": threads, "repeat": repeat})
+            output = OutputFile(name, hpcc_text(1, 2, rng), {"threads": threads, "repeat": repeat, "ppn": 2})
             folder = corpus.folder / (f"t{threads}" if threads else "unstated")
             corpus.truth |= write_files(folder, [output])
+    for threads in (1, 4):
+        files = [OutputFile(f"hpcc-t{threads}-alone-r{repeat}.txt", hpcc_text(1, 1, rng),
+                            {"threads": threads, "repeat": repeat, "ppn": 1})
+                 for repeat in range(1, THREAD_REPEATS + 1)]
+        corpus.truth |= write_files(corpus.folder / "alone", files)
     run_cli(corpus.db, "import", "-q", str(corpus.folder / "t1"), str(corpus.folder / "t4"),
-            "--name-pattern", "hpcc-t{threads}-r{repeat}.txt")
-    run_cli(corpus.db, "import", "-q", str(corpus.folder / "unstated"))
+            "--name-pattern", "hpcc-t{threads}-r{repeat}.txt", "--tag", "nodes=1")
+    run_cli(corpus.db, "import", "-q", str(corpus.folder / "alone"),
+            "--name-pattern", "hpcc-t{threads}-alone-r{repeat}.txt", "--tag", "nodes=1")
+    run_cli(corpus.db, "import", "-q", str(corpus.folder / "unstated"), "--tag", "nodes=1")
     return corpus
 
 
@@ -174,13 +186,15 @@ def blas_at_own_n(root: Path, seed: int = SEED) -> Corpus:
 
 
 def tied_bests(root: Path, seed: int = SEED) -> Corpus:
-    """Two HPL files of one configuration whose results print the same Gflop/s, and a slower third."""
+    """Two HPL files of one configuration (NB=PLAIN_NB) whose results print the same Gflop/s, and a slower
+    third at TIED_OTHER_NB, so the report draws Rmax against NB with the tie as one point of two runs."""
     rng = random.Random(seed)
     corpus = _new(root, "tied")
     start = datetime(2024, 2, 1, 12, 0, 0)
-    files = [OutputFile(f"hpl-{i}.out", hpl_text(PLAIN_N, PLAIN_NB, [HplLine(1, 2, "WR11C2R4", rate)],
-                                                 start + timedelta(hours=i), rng), {"gflops": rate})
-             for i, rate in enumerate((TIED_GFLOPS, TIED_GFLOPS, TIED_GFLOPS * 0.9))]
+    runs = [(PLAIN_NB, TIED_GFLOPS), (PLAIN_NB, TIED_GFLOPS), (TIED_OTHER_NB, TIED_GFLOPS * 0.9)]
+    files = [OutputFile(f"hpl-{i}.out", hpl_text(PLAIN_N, nb, [HplLine(1, 2, "WR11C2R4", rate)],
+                                                 start + timedelta(hours=i), rng), {"nb": nb, "gflops": rate})
+             for i, (nb, rate) in enumerate(runs)]
     corpus.truth = write_files(corpus.folder, files)
     run_cli(corpus.db, "import", "-q", str(corpus.folder), "--tag", "nodes=1")
     return corpus
@@ -198,4 +212,20 @@ def wrong_pattern_files(root: Path, seed: int = SEED) -> Corpus:
                                        start + timedelta(hours=i), rng), {"matches": i < 2})
              for i, name in enumerate(names)]
     corpus.truth = write_files(corpus.folder, files)
+    return corpus
+
+
+SWEEP_VARIANTS = tuple(f"WR{depth}{bcast}R2{pfact}{nbmin}" for depth in "01" for bcast in "012345" for pfact in "LCR"
+                       for nbmin in "24")  # 72 results of one HPL file: more than the table's 50 rows
+
+
+def export_sweep(root: Path, seed: int = SEED) -> Corpus:
+    """One HPL file that sweeps every variant of SWEEP_VARIANTS (72 results, each a stored run), imported with
+    --tag nodes=1: more runs than the `results` table shows by default, for the export's completeness."""
+    rng = random.Random(seed)
+    corpus = _new(root, "export-sweep")
+    lines = [HplLine(1, 2, tv, PLAIN_GFLOPS * (1 + rng.uniform(-0.05, 0.05))) for tv in SWEEP_VARIANTS]
+    corpus.truth = write_files(corpus.folder, [OutputFile("hpl-variants.out", hpl_text(
+        PLAIN_N, PLAIN_NB, lines, datetime(2024, 4, 1, 9, 0, 0), rng), {"results": len(lines)})])
+    run_cli(corpus.db, "import", "-q", str(corpus.folder), "--tag", "nodes=1")
     return corpus

@@ -9,13 +9,15 @@ figure, best or statistic can use them.
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from clusterbench.bench import registry
 from clusterbench.bench.declare import MetricSpec
+
+if TYPE_CHECKING:  # pandas only where frames are filtered: `results` lists runs without it
+    import pandas as pd
 
 
 @lru_cache(maxsize=1)
@@ -35,7 +37,7 @@ def applies(benchmark: str, name: str, value: float) -> bool:
     spec = declared().get((benchmark, name))
     if spec is None:
         try:
-            return bool(np.isfinite(float(value)))
+            return math.isfinite(float(value))
         except (TypeError, ValueError, OverflowError):
             return False
     return spec.applies(value)
@@ -43,6 +45,9 @@ def applies(benchmark: str, name: str, value: float) -> bool:
 
 def applicable_mask(benchmarks: pd.Series, names: pd.Series, values: pd.Series) -> pd.Series:
     """True for each row whose value is a measurement; vectorised per declared (benchmark, name)."""
+    import numpy as np
+    import pandas as pd
+
     numbers = pd.to_numeric(values, errors="coerce").astype(float)
     keep = pd.Series(np.isfinite(numbers.to_numpy()), index=values.index)
     specs = declared()

@@ -64,12 +64,16 @@ def list_runs(store: Store, benchmark: str | None = None, campaign: str | None =
         total = store.count_runs(benchmark=benchmark, campaign=campaign, status=status)
     else:
         total = len(rows)
+    from clusterbench.analysis.applicable import applies
+
     records = []
     for r in rows:
         flags = row_flags(r)
         excluded, notes = curation(r)
         for m in store.metrics(r["id"]):
             if metric and m["name"] != metric:
+                continue
+            if not applies(r["benchmark"], m["name"], m["value"]):  # HPCC's -1: absent, as everywhere
                 continue
             records.append({
                 "run_id": r["id"], "benchmark": r["benchmark"], "campaign": r["campaign"],

@@ -42,6 +42,7 @@ from pandas.api.types import is_numeric_dtype
 from clusterbench.analysis import identity
 from clusterbench.analysis.dataset import Dataset
 from clusterbench.analysis.flags import NOT_COUNTED, run_flags
+from clusterbench.analysis.identity import NOT_CONFIGURATION
 from clusterbench.analysis.stats import DEFAULT_CV_WARN, t95
 from clusterbench.errors import UserInputError
 
@@ -226,7 +227,9 @@ def frame(data: Dataset, rows: pd.DataFrame, values: pd.Series | None = None,
     run's keys (Dataset.run_keys; a label wins over a parameter of the same name: HPL's P and Q
     are per line), then the derived grid, ppn and workers."""
     index = pd.RangeIndex(len(rows))
-    out = data.run_keys().reindex(rows["run_id"].to_numpy()).reset_index(drop=True)
+    keys = data.run_keys()
+    keys = keys.drop(columns=[c for c in keys.columns if c in NOT_CONFIGURATION])  # a repeat's number is no key
+    out = keys.reindex(rows["run_id"].to_numpy()).reset_index(drop=True)
     # A dataset shares one dict per distinct labels text: expand each distinct one once, then take.
     codes, distinct = pd.factorize(rows["labels"].map(id).to_numpy())
     by_id = {id(lab): lab for lab in rows["labels"].iloc[np.unique(codes, return_index=True)[1]]} if len(rows) else {}

@@ -198,7 +198,7 @@ def svg_text(fig: Figure) -> str:
             figure, ax = plt.subplots(figsize=(7.5, 4.6), layout="constrained")
             _draw_panel(ax, fig, panels[0], style, minor=True)
             if not fig.y_log:
-                ax.set_ylim(bottom=0)
+                ax.set_ylim(bottom=0, top=_linear_top(ax, panels))
             ax.set_xlabel(fig.x_label)
             ax.set_ylabel(fig.y_label)
             ax.set_title(f"{fig.title}: {panels[0].title}" if panels[0].title else fig.title)
@@ -208,6 +208,20 @@ def svg_text(fig: Figure) -> str:
                               ncol=1 if len(handles) == 1 else 2, frameon=False, fontsize=8)
             return svg_element(figure)
         return svg_element(_small_multiples(plt, fig, panels, style, len(measured) <= MAX_SHARED_LEGEND))
+
+
+def _linear_top(ax, panels: list[Panel]) -> float:
+    """The top of a linear y axis that starts at 0: matplotlib's margin was worked out for the data's
+    own range, so once the bottom moves to 0 the highest point (and a tie's ring) sat on the edge, half
+    cut. At least 6% above the highest value, bar or marked point drawn."""
+    highest = 0.0
+    for panel in panels:
+        for series in panel.series:
+            for point in [*series.points, *getattr(series, "marked", [])]:
+                for y in (point.y, point.y_max):
+                    if y is not None and math.isfinite(y):
+                        highest = max(highest, y)
+    return max(ax.get_ylim()[1], highest * 1.06) if highest > 0 else ax.get_ylim()[1]
 
 
 def _small_multiples(plt, fig: Figure, panels: list[Panel], style: dict[str, int], shared_legend: bool):
@@ -234,7 +248,7 @@ def _small_multiples(plt, fig: Figure, panels: list[Panel], style: dict[str, int
     for ax in flat[len(panels):]:
         ax.set_visible(False)
     if not fig.y_log:  # once all panels are drawn: the shared axis then spans every panel's data
-        flat[0].set_ylim(bottom=0)
+        flat[0].set_ylim(bottom=0, top=_linear_top(flat[0], panels))
     figure.suptitle(fig.title, fontsize=10, y=1 - 0.12 / height, va="top")
     figure.supxlabel(fig.x_label, fontsize=9, y=(bottom - 0.42) / height, va="bottom")
     figure.supylabel(fig.y_label, fontsize=9, x=0.12 / width, ha="left")
