@@ -19,8 +19,12 @@ setup:
 run: setup-run
 	$(CB) run $(ARGS)
 
+# The tests run on every core (pytest-xdist, --dist loadgroup): those that need the machine's cores or the
+# virtual cluster (mpirun, builds, timing) all go to ONE worker, in order; the rest spread over the others
+# (tests/conftest.py). One pytest run, so its last line counts every test. TEST_WORKERS=0: one process.
+TEST_WORKERS ?= auto
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # ruff, then the import contracts in pyproject.toml ([tool.importlinter]; docs/architecture.md)
 lint: setup

@@ -51,6 +51,7 @@ from clusterbench.report.render import write  # noqa: E402
 from clusterbench.store.db import RunRecord, Store  # noqa: E402
 
 SHARES = {"hpl": 0.8, "imb": 0.1, "stream": 0.1}
+TARGET_SECONDS = 10.0  # the report over 100,000 runs, end to end
 PI_GRIDS = {1: ((1, 1), (1, 4), (2, 2)), 2: ((1, 2), (1, 8), (2, 4)), 4: ((1, 4), (2, 2), (1, 16), (2, 8), (4, 4)),
             8: ((2, 4), (2, 16), (4, 8))}
 PI_N = {1: 20000, 2: 28000, 4: 40000, 8: 56000}
@@ -184,6 +185,8 @@ def main() -> None:
                   flush=True)
         print(f"median: build + write {sorted(here)[len(here) // 2]:.2f} s, end to end "
               f"{sorted(there)[len(there) // 2]:.2f} s (targets: < 10 s, HTML < 5 MB)")
+        print(f"best: end to end {min(there):.2f} s = {min(there) / TARGET_SECONDS:.2f} x the target "
+              f"({TARGET_SECONDS:g} s); build + write {min(here):.2f} s (a shared machine: best of {args.repeats})")
 
 
 if __name__ == "__main__":

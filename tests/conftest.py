@@ -26,6 +26,19 @@ OUTPUTS = FIXTURES / "outputs"  # the fullest outputs folder available, for test
 TOPOLOGY = LOCAL_FIXTURES / "topology"  # every topology file is redistributable, so ours is complete
 
 
+# pytest-xdist's workers load GNU readline, which exports its own guess of the terminal (COLUMNS=80, LINES=24):
+# Rich in the CLI would then wrap its messages at 80 columns where a plain pytest run does not. The workers
+# inherit the environment of the main process, so it leaves the true values for them to put back.
+if "PYTEST_XDIST_WORKER" not in os.environ:
+    os.environ["CLUSTERBENCH_TEST_TERMINAL"] = json.dumps({k: os.environ.get(k) for k in ("COLUMNS", "LINES")})
+elif "CLUSTERBENCH_TEST_TERMINAL" in os.environ:
+    for _name, _value in json.loads(os.environ["CLUSTERBENCH_TEST_TERMINAL"]).items():
+        if _value is None:
+            os.environ.pop(_name, None)
+        else:
+            os.environ[_name] = _value
+
+
 def fixture(relpath: str) -> Path:
     """The fixture file (or folder) at relpath under fixtures/: our copy if we ship it, else the shared one.
 
@@ -136,3 +149,78 @@ def interruptible() -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+# ---------------------------------------------------------------- parallel and serial tests (pytest-xdist)
+# `make test` runs the suite on every core (`-n auto --dist loadgroup`). The modules below all go to ONE
+# worker, one test after another (group "serial"): they run a real mpirun, a benchmark or a scheduler, share
+# the virtual cluster (brought up and taken down by a session fixture, which must live in one process), kill
+# processes or measure time. Run side by side they would fight over the two cores (mpirun binds to them) or
+# over the cluster. Every other module goes to one worker as a whole (its module fixtures are built once),
+# and those modules spread over the workers. Without xdist (`pytest tests/...`) nothing changes.
+# `-m "not serial"` runs the pure-Python part alone.
+
+SERIAL_MODULES = frozenset({
+    "test_activity",        # the sampler: intervals, SIGTERM/kill -9 within two intervals
+    "test_batch_launchers", "test_cluster_run", "test_preflight_paths", "test_preflight_shared",  # the cluster
+    "test_settings", "test_system_state_vc", "test_vc_accounting", "test_vc_link", "test_virtual_cluster",
+    "test_build_hpcg", "test_build_hpl", "test_build_official", "test_hpl_model", "test_kernels",  # built and run
+    "test_lulesh", "test_tune_hpl",  # ... and a tuner interrupted with SIGINT
+    "test_campaign_run",    # campaigns of real runs, a runner interrupted part-way
+    "test_mpich",           # real MPICH runs
+    "test_official",        # real benchmarks (iperf3 on a fixed port)
+    "test_orphans",         # runners killed with -9, their leftovers reaped
+    "test_pinning_runs",    # real pinned runs read back
+    "test_run_overhead",    # the fixed cost per run, timed
+    "test_run_real",        # hpcc through mpirun
+    "test_setup",           # dpkg/apt
+})
+# Single tests of other modules that read the shared cluster (`cbvc`) when it is up: on the serial worker, the
+# cluster cannot be brought up or down under them. (The test's id, from the file's name on.)
+SERIAL_TESTS = ("test_pinning_slurm.py::test_live_cbvc", "test_campaign_plan.py::test_examples_plan[virtual-cluster",
+                "test_campaign_plan.py::test_examples_plan[tcp-tuning")
+# What only a serial module may use: the virtual cluster (its session fixture and the store on it), and the
+# session's xhpl (its runs).
+SERIAL_FIXTURES = frozenset({"cluster", "shared_db", "xhpl"})
+
+
+def is_serial(nodeid: str) -> bool:
+    """Does the test with this id run on the one serial worker?"""
+    file, _, test = nodeid.partition("::")
+    return Path(file).stem in SERIAL_MODULES or f"{Path(file).name}::{test}".startswith(SERIAL_TESTS)
+
+
+def xdist_scope(nodeid: str) -> str:
+    """The unit of work a test belongs to: "serial", or its module's path."""
+    return "serial" if is_serial(nodeid) else nodeid.partition("::")[0]
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """`--dist loadgroup`, with the groups above: xdist's own `xdist_group` marks do not reach its scheduler
+    under pytest 9 (it rewrites `item._nodeid`, which pytest 9 no longer reads), so the groups are named
+    here from the test's id, which the scheduler sees."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SerialOrModule(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid)
+
+    return SerialOrModule(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the serial tests `serial`, and refuse a test that needs the cluster or runs xhpl outside a serial
+    module: on a second worker it would take the cluster down under the first, or share its cores."""
+    misplaced = []
+    for item in items:
+        if is_serial(item.nodeid):
+            item.add_marker(pytest.mark.serial)
+        elif item.get_closest_marker("cluster") or not SERIAL_FIXTURES.isdisjoint(getattr(item, "fixturenames", ())):
+            misplaced.append(item.nodeid)
+    if misplaced:
+        raise pytest.UsageError(f"{len(misplaced)} test(s) need the virtual cluster or xhpl but their module is "
+                                f"not in SERIAL_MODULES (tests/conftest.py), e.g. {misplaced[0]}: add the module "
+                                "there, so that they run on the one serial xdist worker")

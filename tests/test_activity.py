@@ -147,14 +147,19 @@ def test_sigterm_ends_it_with_a_last_sample():
 
 def test_a_stop_file_ends_it_and_an_empty_stdin_does_not(tmp_path):
     """Under srun in a batch job stdin is /dev/null: with --stop-file it samples until that file exists."""
-    stop = tmp_path / "stop"
-    proc = subprocess.Popen([*sampler_argv(0.25, 120), "--stop-file", str(stop)], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE)
-    time.sleep(1.2)
+    stop, lines = tmp_path / "stop", tmp_path / "out.jsonl"
+    with lines.open("wb") as out:
+        proc = subprocess.Popen([*sampler_argv(0.25, 120), "--stop-file", str(stop)], stdin=subprocess.DEVNULL,
+                                stdout=out)
+    # Until 4 samples are written (1 s at 0.25 s; far longer while a busy machine starts Python), bounded.
+    deadline = time.monotonic() + 60
+    while len(parse_series(lines.read_text(errors="replace"), "here").samples) < 4 and proc.poll() is None:
+        assert time.monotonic() < deadline, "the sampler wrote fewer than 4 samples in 60 s: " + lines.read_text()
+        time.sleep(0.1)
     assert proc.poll() is None, "ended although only the stop file may end it"
     stop.touch()
-    out, _ = proc.communicate(timeout=10)
-    series = parse_series(out.decode(), "here")
+    proc.wait(timeout=10)
+    series = parse_series(lines.read_text(), "here")
     assert series.end == "stop file" and len(series.samples) >= 4
 
 

@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import cli, cli_json, fixture
 
 from clusterbench.analysis.dataset import load
-from clusterbench.analysis.identity import UNKNOWN_TEXT, configuration_ids, known_node_count
+from clusterbench.analysis.identity import configuration_ids, known_node_count
 from clusterbench.analysis.plausibility import NODE_COUNT_UNKNOWN, percent_of_peak
 from clusterbench.analysis.select import Selection, node_count, parse_selection, select_runs
 from clusterbench.store.db import Store
@@ -102,9 +102,9 @@ def test_results_stat_keeps_two_blas_and_unknown_threads_apart(tmp_path):
     rows = _stat_rows()
     at_224 = [r for r in rows if r["nb"] == 224]
     by_config = {(r["blas"], r["threads"]): r for r in at_224}
-    assert set(by_config) == {("openblas", 2), ("blis", 2), ("openblas", UNKNOWN_TEXT)}
+    assert set(by_config) == {("openblas", 2), ("blis", 2), ("openblas", None)}  # JSON: null for a key not stated
     assert by_config[("openblas", 2)]["n"] == 2  # the true repeats are pooled
-    assert by_config[("blis", 2)]["n"] == 1 and by_config[("openblas", UNKNOWN_TEXT)]["n"] == 1
+    assert by_config[("blis", 2)]["n"] == 1 and by_config[("openblas", None)]["n"] == 1
     assert by_config[("openblas", 2)]["cv"] == pytest.approx(0.0, abs=1e-12)  # the same file twice
     assert all(r["n"] >= 1 and r["mean"] > 0 for r in rows)
     assert len(rows) == 3 * 4  # 3 configurations x the file's 4 block sizes, nothing pooled across NB
@@ -116,7 +116,7 @@ def test_results_stat_keeps_one_core_and_one_node_apart(tmp_path):
     _import(_copy(tmp_path, SWEEP, "node.log", 1), "scale=1node", "nodes=1")
     rows = [r for r in _stat_rows() if r["nb"] == 64]
     assert len(rows) == 2 and {r["n"] for r in rows} == {1}
-    assert {(r["tag:scale"], r["nodes"]) for r in rows} == {("1core", UNKNOWN_TEXT), ("1node", 1)}
+    assert {(r["tag:scale"], r["nodes"]) for r in rows} == {("1core", None), ("1node", 1)}
     assert all(not (isinstance(r["cv"], float) and math.isfinite(r["cv"])) for r in rows)  # n=1: no spread
 
 

@@ -150,12 +150,16 @@ def test_short_tune_writes_outputs_and_tags_runs(xhpl, tmp_path, isolated_db):
 
 @needs_search
 def test_interrupted_tune_continues_without_repeating(xhpl, tmp_path, isolated_db):
-    args = [sys.executable, "-m", "clusterbench", "tune", "hpl", *SMALL, "--budget", "25s", "--json",
-            "--out", str(tmp_path / "o")]
+    # The first call's budget is far more than 3 trials take even on a busy machine, so it is still running when
+    # interrupted (with 25 s, a loaded machine could spend it all before the 3rd trial); the session's name does
+    # not depend on the budget, so the second call, with 25 s, continues the same session.
+    common = [sys.executable, "-m", "clusterbench", "tune", "hpl", *SMALL, "--json", "--out", str(tmp_path / "o")]
+    args = [*common, "--budget", "25s"]
     env = dict(os.environ) | {"CLUSTERBENCH_XHPL": xhpl}
-    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=interruptible)  # SIGINT as Ctrl-C, even under a background harness
-    deadline = time.monotonic() + 60
+    proc = subprocess.Popen([*common, "--budget", "10m"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=interruptible)  # SIGINT as Ctrl-C, even under a background harness
+    wait_s = 300
+    deadline = time.monotonic() + wait_s
     first: list[str] = []
     while time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.3)
@@ -163,9 +167,12 @@ def test_interrupted_tune_continues_without_repeating(xhpl, tmp_path, isolated_d
             first = [r["id"] for r in query(isolated_db, "SELECT id FROM runs WHERE status='ok'")]
             if len(first) >= 3:
                 break
+    if proc.poll() is None and len(first) < 3:
+        proc.kill()
+        pytest.fail(f"only {len(first)} of 3 trials finished within {wait_s} s: " + proc.communicate()[1][-2000:])
     assert proc.poll() is None, "the tune finished before it could be interrupted: " + proc.communicate()[1]
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     stored = {r["id"]: r["status"] for r in query(isolated_db, "SELECT id, status FROM runs")}
     done_before = {i for i, s in stored.items() if s == "ok"}

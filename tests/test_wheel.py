@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -29,11 +30,22 @@ def run(cmd: list[str], cwd: Path, env: dict | None = None, timeout: float = 900
     return done
 
 
+def _not_source(folder: str, names: list[str]) -> set[str]:
+    """What `pip wheel` must not see of the checkout: its venv, git, earlier build outputs and caches (only at the
+    top for build/ and dist/: src/clusterbench/build is a package)."""
+    top = {".venv", ".git", "build", "dist", ".pytest_cache"} if Path(folder) == ROOT else set()
+    return {n for n in names if n in top or n == "__pycache__" or n.endswith(".egg-info")}
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> tuple[Path, Path]:
     """(the fresh venv's clusterbench command, an unrelated working folder)."""
     base = tmp_path_factory.mktemp("wheel")
-    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(base / "dist"), str(ROOT)], cwd=base)
+    # Built from a copy: setuptools rewrites <tree>/src/clusterbench.egg-info while it builds, and the checkout's
+    # copy is on sys.path of the tests running beside this one (pytest-xdist), which read its entry points.
+    tree = base / "tree"
+    shutil.copytree(ROOT, tree, ignore=_not_source)
+    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(base / "dist"), str(tree)], cwd=base)
     wheels = list((base / "dist").glob("clusterbench-*.whl"))
     assert len(wheels) == 1, wheels
     venv.create(base / "venv", with_pip=True)

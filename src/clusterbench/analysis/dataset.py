@@ -22,7 +22,7 @@ import pandas as pd
 
 from clusterbench.analysis import flags as run_flags_module
 from clusterbench.analysis.applicable import drop_not_applicable
-from clusterbench.analysis.identity import JOB_KEYS, effective_placement, identity_frame
+from clusterbench.analysis.identity import JOB_KEYS, IdentityTable, effective_placement
 from clusterbench.analysis.peak import Peak, measured_peaks, run_peak
 from clusterbench.analysis.plausibility import rmax_metrics, suspect_runs
 from clusterbench.analysis.select import Selection, node_count, select_runs  # noqa: F401  (node_count: its home)
@@ -43,22 +43,37 @@ class Dataset:
     rpeak_node_gflops: float | None = None  # given with --rpeak-node
     measured: dict[str, Peak] = field(default_factory=dict)  # system id -> node peak its clock runs measured
     _identity: pd.DataFrame | None = field(default=None, repr=False, compare=False)
+    _identities: IdentityTable | None = field(default=None, repr=False, compare=False)
+    _flags: dict[str, tuple[dict, tuple[str, ...]]] = field(default_factory=dict, repr=False, compare=False)
 
     def identity(self) -> pd.DataFrame:
         """`identity.identity_frame` of the selected runs (index: run id; NaN where a run does not
-        state a key): THE keys that decide which runs are repeats. Built once."""
+        state a key): THE keys that decide which runs are repeats. Built once, and kept as an
+        `IdentityTable` while the dataset lives: `identity_frame` of any of its runs (a section's
+        baselines, a figure's configurations) is then taken from it, not worked out again."""
         if self._identity is None:
             hostnames = {sid: system.get("hostname") for sid, system in self.systems.items()}
-            self._identity = identity_frame(self.runs, hostnames)
+            self._identities = IdentityTable(self.runs, hostnames)
+            self._identity = self._identities.frame()
         return self._identity
 
     def flags(self, run_id: str) -> list[str]:
-        """`flags.run_flags` of one selected run (suspect included: `load` marks impossible runs)."""
-        return run_flags_module.run_flags(self.runs[run_id])
+        """`flags.run_flags` of one selected run (suspect included: `load` marks impossible runs).
+        Decided once per run (tables and figures ask for the same run's flags again and again); a run
+        replaced in `runs` is decided again."""
+        run = self.runs[run_id]
+        known = self._flags.get(run_id)
+        if known is None or known[0] is not run:
+            known = self._flags[run_id] = (run, tuple(run_flags_module.run_flags(run)))
+        return list(known[1])
+
+    def counts(self, run_id: str) -> bool:
+        """`flags.counts` of one selected run (False for a run not selected), through `flags`."""
+        return run_id in self.runs and not run_flags_module.NOT_COUNTED.intersection(self.flags(run_id))
 
     def counted_ids(self) -> set[str]:
         """The selected runs whose flags let them be a best, a baseline, a history point (flags.counts)."""
-        return {rid for rid, run in self.runs.items() if run_flags_module.counts(run)}
+        return {rid for rid in self.runs if self.counts(rid)}
 
     def peak_of(self, run: dict) -> Peak | None:
         """The node peak this run is held against: measured where stored, else Rpeak (peak.run_peak)."""
@@ -211,7 +226,13 @@ def _mark_suspect(store: Store, data: Dataset) -> None:
               and run.get("node_count") is not None and data.peak_of(run) is not None}
     if not judged:
         return
-    values = metric_frame(store, {name for _, name in rmax}, judged)
+    names = {name for _, name in rmax}
+    if data._reader is not None and data.metrics.empty:  # lazy: read once for the judgement and the sections
+        data.of(*names, valid=None)
+        rows = data.metrics  # this one read, in the store's order: the rows metric_frame gives, of all runs
+        values = rows[rows["name"].isin(names) & rows["run_id"].isin(list(judged))] if len(rows) else rows
+    else:
+        values = metric_frame(store, names, judged)
     values = values[values["valid"]] if len(values) else values
     for run_id, reason in suspect_runs(judged, values, data.peak_of).items():
         data.runs[run_id]["suspect"] = reason

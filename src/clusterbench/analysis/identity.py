@@ -25,8 +25,12 @@ from __future__ import annotations
 
 import json
 import math
+import weakref
 from collections.abc import Iterable
+from functools import lru_cache
+from itertools import chain
 
+import numpy as np
 import pandas as pd
 
 NOT_CONFIGURATION = frozenset({"repeat", "run", "run_id", "samples"})  # number repeats, not settings
@@ -49,13 +53,24 @@ def known_node_count(run: dict) -> int | None:
         if (count := _count(value)) is not None:
             return count
     if run.get("nodes"):
-        from ClusterShell.NodeSet import NodeSet
-
-        try:
-            return max(1, len(NodeSet(run["nodes"])))
-        except Exception:  # noqa: BLE001 - an imported free-text field, not a node set
-            return None
+        return _node_list_count(run["nodes"]) if isinstance(run["nodes"], str) else _parsed_count(run["nodes"])
     return None if run.get("source") == "import" else 1
+
+
+@lru_cache(maxsize=4096)
+def _node_list_count(text: str) -> int | None:
+    """The nodes a node list names, once per distinct text (10,000 imported job reports name a few
+    dozen lists: parsing each again cost more than the rest of their identity)."""
+    return _parsed_count(text)
+
+
+def _parsed_count(nodes) -> int | None:
+    from ClusterShell.NodeSet import NodeSet
+
+    try:
+        return max(1, len(NodeSet(nodes)))
+    except Exception:  # noqa: BLE001 - an imported free-text field, not a node set
+        return None
 
 
 def node_count_source(run: dict) -> str:
@@ -81,6 +96,13 @@ def _tag_int(value):
 
 def _plain(value):
     """A value usable as a key: numbers and short text as they are, lists joined, else None."""
+    kind = type(value)  # the usual kinds first, without the isinstance chain (millions of calls)
+    if kind is str:
+        return value if len(value) <= MAX_VALUE_CHARS else None
+    if kind is int:
+        return value
+    if kind is list and all(type(v) is str for v in value):  # grids ['1x4', '2x2']: one text per list
+        return _joined_texts(tuple(value))
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, int | float):
@@ -91,6 +113,13 @@ def _plain(value):
         text = json.dumps(value, sort_keys=True, default=str)
         return text if len(text) <= MAX_VALUE_CHARS else None
     return None
+
+
+@lru_cache(maxsize=4096)
+def _joined_texts(values: tuple[str, ...]) -> str | None:
+    """`_plain` of a list of texts (JSON, as for any list), once per distinct list."""
+    text = json.dumps(list(values), sort_keys=True, default=str)
+    return text if len(text) <= MAX_VALUE_CHARS else None
 
 
 def run_identity(run: dict, hostname: str | None = None) -> dict[str, object]:
@@ -145,16 +174,97 @@ def effective_placement(run: dict) -> dict[str, str]:
 
 def identity_frame(runs: dict[str, dict], hostnames: dict[str, str | None] | None = None) -> pd.DataFrame:
     """One row per run (index: run id), one column per identity key over all runs; NaN/None where
-    a run does not state the key (unknown). `hostnames`: system id -> stored host name."""
+    a run does not state the key (unknown). `hostnames`: system id -> stored host name.
+
+    Runs of a live `IdentityTable` (a report's dataset keeps one) are not worked out again: their
+    rows are taken from it (the same frame as computed here, for any subset of its runs)."""
     hostnames = hostnames or {}
-    records = {rid: run_identity(run, hostnames.get(run.get("system_id") or "")) for rid, run in runs.items()}
-    frame = pd.DataFrame.from_dict(records, orient="index") if records else pd.DataFrame()
-    return frame
+    if not runs:
+        return pd.DataFrame()
+    for table in list(_TABLES):
+        if table.covers(runs, hostnames):
+            return table.frame(list(runs))
+    return IdentityTable(runs, hostnames, remember=False).frame()
+
+
+_MISSING = np.nan  # a key a run does not state: NaN, as pandas fills a missing key of a record
+
+
+class IdentityTable:
+    """`run_identity` of a set of runs, kept column by column (one object array per key): the
+    frame of the runs, or of any subset of them, is made from it without working out an identity
+    again. A report asks for the identities of its 100,000 runs several times (its dataset, the
+    baseline tables, the configuration numbers of every figure); each costs seconds.
+
+    The runs are taken as they are when the table is made: a dataset's runs do not change after
+    `load`. With `remember`, `identity_frame` serves the same runs (the same objects, the same host
+    names) from this table while it lives (its owner holds it; nothing here keeps it alive)."""
+
+    def __init__(self, runs: dict[str, dict], hostnames: dict[str, str | None] | None = None,
+                 remember: bool = True):
+        self.hostnames = dict(hostnames or {})
+        self.runs = runs
+        self.ids = list(runs)
+        self.position = {rid: i for i, rid in enumerate(self.ids)}
+        count = len(self.ids)
+        columns: dict[str, np.ndarray] = {}
+        number: dict[str, int] = {}  # key -> its column's number
+        stated: list[tuple[int, ...]] = []  # per run: the numbers of the keys it states, in its order
+        for i, run in enumerate(runs.values()):
+            keys = run_identity(run, self.hostnames.get(run.get("system_id") or ""))
+            for key, value in keys.items():
+                column = columns.get(key)
+                if column is None:
+                    column = columns[key] = np.full(count, _MISSING, dtype=object)
+                    number[key] = len(number)
+                column[i] = value
+            stated.append(tuple(number[key] for key in keys))
+        self.columns = columns
+        self.names = list(columns)
+        self.stated = stated
+        if remember:
+            _TABLES.add(self)
+
+    def covers(self, runs: dict[str, dict], hostnames: dict[str, str | None]) -> bool:
+        """Are these exactly runs of this table (the same run objects) with the same host names?"""
+        if hostnames != self.hostnames:
+            return False
+        mine = self.runs
+        return all(mine.get(rid) is run for rid, run in runs.items())
+
+    def frame(self, ids: list[str] | None = None) -> pd.DataFrame:
+        """`identity_frame` of these runs of the table (all by default), in this order."""
+        if ids is None:
+            ids, columns = self.ids, self.columns
+        else:
+            if not ids:
+                return pd.DataFrame()
+            at = [self.position[i] for i in ids]
+            # the keys these runs state, in the order records would give them (first stated first)
+            order = dict.fromkeys(chain.from_iterable(self.stated[i] for i in at))
+            columns = {self.names[k]: self.columns[self.names[k]][at] for k in order}
+        # object columns, then the kinds pandas infers for records (ints with a gap: floats; texts: strings)
+        return pd.DataFrame(columns, index=pd.Index(ids), copy=False).infer_objects()
+
+
+_TABLES: weakref.WeakSet[IdentityTable] = weakref.WeakSet()
 
 
 def varying_keys(frame: pd.DataFrame) -> list[str]:
     """The identity keys that take more than one value (unknown counting as one) in these runs."""
-    return [c for c in frame.columns if frame[c].astype(object).map(_text).nunique(dropna=False) > 1]
+    return [c for c in frame.columns if _distinct_words(frame[c]) > 1]
+
+
+def _distinct_words(column: pd.Series) -> int:
+    """How many values a column takes as `_text` words (unknown counting as one): each distinct value
+    is put in words once, not each of 100,000 rows."""
+    codes, uniques = pd.factorize(column.astype(object), use_na_sentinel=True)
+    if any(type(u) is bool for u in uniques):  # True == 1 to a hash, not in words: row by row
+        return column.astype(object).map(_text).nunique(dropna=False)
+    words = {_text(u) for u in uniques}
+    if len(codes) and (codes < 0).any():
+        words.add(None)
+    return len(words)
 
 
 def configuration_ids(frame: pd.DataFrame, keys: Iterable[str] | None = None) -> pd.Series:

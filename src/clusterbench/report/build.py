@@ -96,12 +96,15 @@ def runs_table(data: Dataset) -> Table:
     name-conflict, suspect, disturbed, excluded, ...: analysis/flags.py) with their reasons, and its notes.
     A node count no file or tag states is 'not stated', never 1."""
     rows = []
-    for run in data.runs.values():
+    own = getattr(data, "flags", None)
+    for rid, run in data.runs.items():
         params = run["params"]
         shown = [k for k in SHOWN_PARAMS if k in params]
         shown += sorted(k for k in params if k.startswith(SETTING_PREFIX))
-        rows.append([[run["id"]], run["benchmark"], run["campaign"], run["status"], repeats.flag_text(run),
-                     repeats.notes_text(run), _count_text(known_node_count(run)), run["nodes"],
+        count = run["node_count"] if "node_count" in run else known_node_count(run)  # load: known_node_count
+        rows.append([[run["id"]], run["benchmark"], run["campaign"], run["status"],
+                     repeats.flag_text(run, own(rid) if callable(own) else None),
+                     repeats.notes_text(run), _count_text(count), run["nodes"],
                      " ".join([f"{k}={_short(params[k])}" for k in shown]),
                      " ".join([f"{k}={v}" for k, v in run["tags"].items()]), (run["started_at"] or "")[:19],
                      run["duration_s"], run["workdir"] or run["facts"].get("source_file")])

@@ -55,26 +55,47 @@ def with_identity(values: pd.DataFrame, data: Dataset, keys: Iterable[str], run_
 def counted(data: Dataset, run_id: str) -> bool:
     """May this run be averaged or be a best? (analysis/flags.py: no truncated, suspect, disturbed,
     excluded, failed or invalid run.)"""
+    own = getattr(data, "counts", None)  # the dataset's: each run's flags decided once
+    if callable(own):
+        return bool(own(run_id))
     run = data.runs.get(run_id)
     return run is not None and counts(run)
 
 
 def counted_mask(data: Dataset, run_ids: pd.Series) -> pd.Series:
     """Per row: is its run counted? Decided once per run."""
-    verdict = {rid: counted(data, rid) for rid in pd.unique(run_ids)}
-    return run_ids.map(verdict).astype(bool)
+    codes, unique = pd.factorize(run_ids.to_numpy(dtype=object))
+    verdict = np.fromiter((counted(data, rid) for rid in unique), dtype=bool, count=len(unique))
+    return pd.Series(verdict[codes] if len(codes) else np.zeros(0, dtype=bool), index=run_ids.index,
+                     name=run_ids.name)
 
 
-def flag_text(run: dict | None) -> str:
+def values_at(xs: pd.Series, run_ids: pd.Series, values: pd.Series) -> dict[tuple, list[float]]:
+    """(x, run) -> that run's values at that x, in row order: what `groupby([x, run])` iterated into lists
+    gives (rows whose x or run is missing left out), without a Series per group (a network table over
+    10,000 IMB runs has 520,000 of them: most of its time)."""
+    out: dict[tuple, list[float]] = {}
+    for x, run, value in zip(xs.to_numpy(dtype=float).tolist(), run_ids.to_numpy(dtype=object).tolist(),
+                             values.tolist(), strict=True):
+        if x == x and run is not None and run == run:  # NaN: no group, as groupby drops it
+            out.setdefault((x, run), []).append(value)
+    return out
+
+
+def flag_text(run: dict | None, found: list[str] | None = None) -> str:
     """'truncated; suspect: 221% of Rpeak; excluded: rerun after the fix', '' for a clean run: each flag
-    with its reason where the run has one (run['suspect'], run['excluded'], facts.disturbed)."""
+    with its reason where the run has one (run['suspect'], run['excluded'], facts.disturbed). `found`:
+    the run's flags when known already (Dataset.flags)."""
     if run is None:
+        return ""
+    flags = run_flags(run) if found is None else found
+    if not flags:
         return ""
     facts = run.get("facts") or {}
     reasons = {"suspect": run.get("suspect") or facts.get("suspect"), "excluded": run.get("excluded"),
                "disturbed": facts.get("disturbed")}
     out = []
-    for flag in run_flags(run):
+    for flag in flags:
         reason = reasons.get(flag)
         out.append(f"{flag}: {_short(reason)}" if isinstance(reason, str) and reason.strip() else flag)
     return "; ".join(out)
@@ -89,9 +110,10 @@ def notes_text(run: dict | None) -> str:
 def runs_flags(data: Dataset, run_ids: Iterable[str]) -> str:
     """The flags of each flagged run among these, 'run: flags' joined, '' when all are clean."""
     parts = []
+    own = getattr(data, "flags", None)
     for rid in dict.fromkeys(run_ids):
         run = data.runs.get(rid)
-        text = flag_text(run)
+        text = flag_text(run, own(rid) if run is not None and callable(own) else None)
         notes = notes_text(run)
         if text or notes:
             parts.append(f"{rid}: " + "; ".join(t for t in (text, f"note: {notes}" if notes else "") if t))

@@ -32,6 +32,7 @@ import re
 import shutil
 import sqlite3
 import stat
+import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -322,7 +323,8 @@ class Store:
         self.read_only = read_only
         self.exists = True
         self.migrated_from: int | None = None  # the version before this open migrated it
-        self._batch: list[int] | None = None  # [writes since commit, commit every] inside batch()
+        self._batch: list | None = None  # [writes since commit, commit every, seconds, since] inside batch()
+        self._depth = 0  # transactions open inside a batch (savepoints): only the outermost is a write
         self._last_digest: tuple[bytes, str] | None = None  # an import's N results share one file
         facts = inspect_file(self.path)
         if facts is not None and not facts.sidecar:
@@ -424,7 +426,7 @@ class Store:
         may then reset the WAL under them, which they see as a disk I/O error."""
         other = object.__new__(Store)
         other.path, other.read_only, other.exists, other.migrated_from = self.path, self.read_only, self.exists, None
-        other._batch, other._last_digest, other.has_blobs = None, None, self.has_blobs
+        other._batch, other._depth, other._last_digest, other.has_blobs = None, 0, None, self.has_blobs
         other.has_curation = self.has_curation
         other.conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, detect_types=NOTES_TYPES)
         other.conn.execute("PRAGMA synchronous=NORMAL")
@@ -515,18 +517,24 @@ class Store:
         """All or nothing. Inside `batch()` it is a savepoint of the batch's transaction."""
         if self._batch is not None:
             self.conn.execute("SAVEPOINT one")
+            self._depth += 1
             try:
                 yield self.conn
             except BaseException:
+                self._depth -= 1
                 self.conn.execute("ROLLBACK TO one")
                 self.conn.execute("RELEASE one")
                 raise
+            self._depth -= 1
             self.conn.execute("RELEASE one")
+            if self._depth:  # a transaction inside another (a file's results): its writes are the outer one's
+                return
             self._batch[0] += 1
-            if self._batch[0] >= self._batch[1]:
+            count, every, seconds, since = self._batch
+            if count >= every or (seconds is not None and time.monotonic() - since >= seconds):
                 self.conn.execute("COMMIT")
                 self.conn.execute("BEGIN IMMEDIATE")
-                self._batch[0] = 0
+                self._batch[0], self._batch[3] = 0, time.monotonic()
             return
         self.conn.execute("BEGIN IMMEDIATE")
         try:
@@ -536,19 +544,32 @@ class Store:
             raise
         self.conn.execute("COMMIT")
 
-    @contextmanager
-    def batch(self, every: int = 500) -> Iterator[None]:
-        """Commit many small writes together (bulk import): one commit per `every` results.
+    def in_batch(self) -> bool:
+        """Inside `batch()`: a `transaction` is then a savepoint of the batch's transaction."""
+        return self._batch is not None
 
-        Each result stays atomic (a savepoint); an interruption loses only the uncommitted
-        tail, which an idempotent import simply redoes next time.
+    @contextmanager
+    def batch(self, every: int = 500, seconds: float | None = None, keep: bool = False) -> Iterator[None]:
+        """Commit many small writes together (bulk import): one commit per `every` writes (a write:
+        an outermost `transaction`), and with `seconds` at least that often (other writers wait no longer).
+
+        Each write stays atomic (a savepoint); an interruption loses only the uncommitted
+        tail, which an idempotent import simply redoes next time. With `keep`, an error keeps the
+        writes completed before it (committed; each failed write was rolled back to its savepoint),
+        as separate transactions would have.
         """
         self.conn.execute("BEGIN IMMEDIATE")
-        self._batch = [0, every]
+        self._batch, self._depth = [0, every, seconds, time.monotonic()], 0
         try:
             yield
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            if keep:
+                try:
+                    self.conn.execute("COMMIT")
+                except sqlite3.Error:
+                    self.conn.execute("ROLLBACK")
+            else:
+                self.conn.execute("ROLLBACK")
             raise
         else:
             self.conn.execute("COMMIT")
