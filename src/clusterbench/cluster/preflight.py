@@ -210,14 +210,14 @@ def shared_directory(hosts: list[str], folder: Path, timeout_s: float = 30.0) ->
         folder.mkdir(parents=True, exist_ok=True)
         probe.write_text(token + "\n")
     except OSError as exc:
-        _remove_made(made)
+        staging.remove_made(made)
         return [Problem("head", SHARED_CHECK, f"cannot write to {folder}: {exc.strerror or exc}",
                         "give a directory the head can write to")]
     try:
         answers = run_everywhere(hosts, f"cat -- {shlex.quote(str(probe))}", timeout_s)
     finally:
         probe.unlink(missing_ok=True)
-        _remove_made(made)
+        staging.remove_made(made)
     problems = []
     for a in answers:
         if a.unreachable and not a.stdout:
@@ -261,15 +261,6 @@ def node_paths(hosts: list[str], binaries: list[str], stage: bool = False) -> li
         for need in missing:
             problems.append(Problem(host, PATHS_CHECK, f"cannot reach {need.path} ({need.what})", PATHS_HINT))
     return problems
-
-
-def _remove_made(made: list[Path]) -> None:
-    """The folders the shared-directory check made, innermost first, if nothing else was put there."""
-    for path in made:
-        try:
-            path.rmdir()
-        except OSError:
-            return
 
 
 def hello_world(inv: Inventory, timeout_s: float = 60.0, mpi: str | None = None) -> list[Problem]:

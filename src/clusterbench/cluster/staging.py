@@ -127,7 +127,7 @@ def look(hosts: list[str], wanted: list[Need], timeout_s: float = LOOK_TIMEOUT_S
         for marker in written:
             marker.unlink(missing_ok=True)
         for folders in made:
-            _remove_made(folders)
+            remove_made(folders)
     sight = Sight()
     for a in answers:
         seen: dict[str, str] = {}
@@ -145,7 +145,8 @@ def look(hosts: list[str], wanted: list[Need], timeout_s: float = LOOK_TIMEOUT_S
     return sight
 
 
-def _remove_made(made: list[Path]) -> None:
+def remove_made(made: list[Path]) -> None:
+    """The folders a check made, innermost first, if nothing else was put there (the preflight's too)."""
     for path in made:
         try:
             path.rmdir()
