@@ -8,6 +8,11 @@
  * Usage: affinity [HOLD_MS]
  *   HOLD_MS: every thread stays busy this long after reporting, so a sampler watching /proc
  *   (clusterbench's placement probe) sees all of them in place, after MPI_Init's own moves.
+ *
+ * A rank that waits for the others sleeps between tests instead of spinning in a blocking
+ * collective: a placement under test may put several ranks on one CPU (a default binding narrowed
+ * by OMP_PLACES, or nodes of a virtual cluster sharing cores), and a spinning waiter there can
+ * starve the very rank it waits for for minutes.
  */
 #define _GNU_SOURCE
 #include <mpi.h>
@@ -27,6 +32,17 @@ static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Wait for a non-blocking operation, sleeping 1 ms between tests (see the header). */
+static void wait_sleeping(MPI_Request *request) {
+    const struct timespec pause = {0, 1000000};
+    int done = 0;
+    MPI_Test(request, &done, MPI_STATUS_IGNORE);
+    while (!done) {
+        nanosleep(&pause, NULL);
+        MPI_Test(request, &done, MPI_STATUS_IGNORE);
+    }
 }
 
 static void cpulist(const cpu_set_t *set, char *out, size_t len) {
@@ -81,7 +97,9 @@ int main(int argc, char **argv) {
     }
     int counts[1] = {nthreads};
     int *all_counts = rank == 0 ? malloc(sizeof(int) * size) : NULL;
-    MPI_Gather(counts, 1, MPI_INT, all_counts, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    MPI_Request request;
+    MPI_Igather(counts, 1, MPI_INT, all_counts, 1, MPI_INT, 0, MPI_COMM_WORLD, &request);
+    wait_sleeping(&request);
     int *displs = NULL, *bytes = NULL, total = 0;
     if (rank == 0) {
         displs = malloc(sizeof(int) * size);
@@ -89,7 +107,8 @@ int main(int argc, char **argv) {
         for (int r = 0; r < size; r++) { bytes[r] = all_counts[r] * LINE; displs[r] = total; total += bytes[r]; }
     }
     char *lines = rank == 0 ? malloc((size_t)total) : NULL;
-    MPI_Gatherv(mine, nthreads * LINE, MPI_CHAR, lines, bytes, displs, MPI_CHAR, 0, MPI_COMM_WORLD);
+    MPI_Igatherv(mine, nthreads * LINE, MPI_CHAR, lines, bytes, displs, MPI_CHAR, 0, MPI_COMM_WORLD, &request);
+    wait_sleeping(&request);
     if (rank == 0) {
         printf("# clusterbench affinity: %d rank(s)\n", size);
         for (int i = 0; i < total / LINE; i++) printf("%s\n", lines + (size_t)i * LINE);
