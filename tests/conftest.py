@@ -100,6 +100,19 @@ def vc(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return out
 
 
+def checkout_seen_by_nodes() -> bool:
+    """Does node1 see this checkout (and so its venv)? Not when it sits on a node-local path such as /tmp:
+    asked with a token file, since a node-local folder of the same name is not this one."""
+    token = ROOT / f".vc-visible-{uuid.uuid4().hex[:8]}"
+    token.write_text("")
+    try:
+        out = subprocess.run(["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "node1", "test", "-e",
+                              str(token)], capture_output=True, timeout=60)
+        return out.returncode == 0
+    finally:
+        token.unlink(missing_ok=True)
+
+
 @pytest.fixture(scope="session")
 def cluster():
     """The virtual cluster's nodes and Slurm configuration."""
@@ -111,7 +124,10 @@ def cluster():
         ours = True
     size = int((STATE / "size").read_text())
     assert size >= 3, "the tests need a virtual cluster of 3 or more nodes: scripts/virtual-cluster up 3"
-    yield {"size": size, "slurm_conf": str(STATE / "slurm" / "slurm.conf")}
+    visible = checkout_seen_by_nodes()
+    if not visible:  # a clone under /tmp: each node has its own /tmp, so runs copy what they need there
+        os.environ["CLUSTERBENCH_STAGE"] = "1"
+    yield {"size": size, "slurm_conf": str(STATE / "slurm" / "slurm.conf"), "checkout_visible": visible}
     if ours:
         vc("down")
 
