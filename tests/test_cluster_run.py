@@ -138,8 +138,8 @@ def test_a_node_with_a_cpu_hog_is_flagged_as_the_outlier_node(shared_db, xhpl):
 @pytest.mark.cluster
 def test_a_node_whose_cable_is_capped_is_flagged_for_its_links(shared_db, xhpl):
     vc("link", "node3", "rate", "50mbit")
-    try:
-        summary = cluster_run()
+    try:  # no HPL: across the capped cable it only runs into its timeout (about 150 s), and is not what is judged
+        summary = cluster_run("30s", "--no-hpl")
     finally:
         vc("link", "node3", "rate", "unlimited")
     print("node3 capped at 50 Mbit/s:", figures(summary))
