@@ -327,7 +327,7 @@ INDEX = {"slurm": lambda i: int(i.split("_")[1]), "lsf": lambda i: int(i.split("
 @pytest.mark.parametrize("name", ["slurm", "lsf", "pbs"])
 def test_repeats_go_as_one_array_job_per_point(name, shared_db, standins, tmp_path, cluster):
     if name != "slurm" and not cluster["checkout_visible"]:
-        pytest.skip("an LSF/PBS job's nodes are known only at dispatch, so a checkout the nodes cannot see is not staged")
+        pytest.skip("LSF/PBS jobs get their nodes only at dispatch: a checkout the nodes cannot see is not staged")
     campaign = f"arr-{name}"
     (tmp_path / "c.yaml").write_text(f"""
 name: {campaign}
