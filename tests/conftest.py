@@ -3,11 +3,13 @@ database, the CLI."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -31,6 +33,7 @@ TOPOLOGY = LOCAL_FIXTURES / "topology"  # every topology file is redistributable
 # inherit the environment of the main process, so it leaves the true values for them to put back.
 if "PYTEST_XDIST_WORKER" not in os.environ:
     os.environ["CLUSTERBENCH_TEST_TERMINAL"] = json.dumps({k: os.environ.get(k) for k in ("COLUMNS", "LINES")})
+    os.environ["CLUSTERBENCH_TEST_LOCKS"] = tempfile.mkdtemp(prefix="clusterbench-test-locks-")
 elif "CLUSTERBENCH_TEST_TERMINAL" in os.environ:
     for _name, _value in json.loads(os.environ["CLUSTERBENCH_TEST_TERMINAL"]).items():
         if _value is None:
@@ -50,6 +53,29 @@ def fixture(relpath: str) -> Path:
             return base / relpath
     pytest.skip(f"needs ../shared/fixtures/{relpath} (not redistributable: no licence); present in CI",
                 allow_module_level=True)
+
+
+@pytest.fixture(autouse=True)
+def machine_share(request):
+    """Under pytest-xdist, a test marked `quiet_machine` runs alone: the cluster tests that compare the
+    virtual cluster's nodes (which share this machine's two cores) flagged a node or link as slow whenever
+    the other worker ran CPU-heavy tests at the same time. Every other test holds a shared lock; a quiet
+    one closes a gate, so no new test starts, and waits for the running ones to end."""
+    folder = os.environ.get("CLUSTERBENCH_TEST_LOCKS")
+    if not folder or "PYTEST_XDIST_WORKER" not in os.environ or not Path(folder).is_dir():
+        yield
+        return
+    quiet = request.node.get_closest_marker("quiet_machine") is not None
+    with open(Path(folder) / "gate", "a") as gate, open(Path(folder) / "tests", "a") as tests:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        fcntl.flock(tests, fcntl.LOCK_EX if quiet else fcntl.LOCK_SH)
+        if not quiet:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(tests, fcntl.LOCK_UN)
+            fcntl.flock(gate, fcntl.LOCK_UN)
 
 
 @pytest.fixture(autouse=True)
@@ -240,3 +266,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError(f"{len(misplaced)} test(s) need the virtual cluster or xhpl but their module is "
                                 f"not in SERIAL_MODULES (tests/conftest.py), e.g. {misplaced[0]}: add the module "
                                 "there, so that they run on the one serial xdist worker")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The main process removes the lock folder of `machine_share` once every worker is done."""
+    folder = os.environ.get("CLUSTERBENCH_TEST_LOCKS")
+    if folder and "PYTEST_XDIST_WORKER" not in os.environ:
+        shutil.rmtree(folder, ignore_errors=True)

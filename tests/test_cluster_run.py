@@ -72,6 +72,7 @@ def figures(summary: dict) -> str:
 
 
 @pytest.mark.cluster
+@pytest.mark.quiet_machine
 def test_an_unmodified_cluster_gives_no_flag_and_everything_is_stored(shared_db, xhpl):
     summary = cluster_run("30s", "--iperf")
     print("unmodified:", figures(summary))
@@ -122,6 +123,7 @@ def test_inside_a_multi_node_slurm_allocation_run_takes_its_nodes(shared_db, tmp
 
 
 @pytest.mark.cluster
+@pytest.mark.quiet_machine
 def test_a_node_with_a_cpu_hog_is_flagged_as_the_outlier_node(shared_db, xhpl):
     vc("hog", "node2", "start", "--threads", "4")
     try:
@@ -136,6 +138,7 @@ def test_a_node_with_a_cpu_hog_is_flagged_as_the_outlier_node(shared_db, xhpl):
 
 
 @pytest.mark.cluster
+@pytest.mark.quiet_machine
 def test_a_node_whose_cable_is_capped_is_flagged_for_its_links(shared_db, xhpl):
     vc("link", "node3", "rate", "50mbit")
     try:  # no HPL: across the capped cable it only runs into its timeout (about 150 s), and is not what is judged
