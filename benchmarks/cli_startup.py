@@ -10,7 +10,7 @@ same venv), alternating with this one: a before/after comparison in one session.
 
 The fixed cost is the median of (tool - bare) over the rounds. The tool's run keeps everything a
 run records (node state, activity sampler, placement probe, one stored row); the bare side runs
-the MPI build of clusterbench's own STREAM kernel with the same n, ranks bound to cores.
+the same MPI build of clusterbench's own STREAM kernel (USE_MPI, as at ranks=2), same n, ranks bound to cores.
 
 Bytecode: this repository's environment may set PYTHONDONTWRITEBYTECODE, which makes every start
 compile the modules changed since the last cache; an installed clusterbench has its .pyc files.
@@ -77,7 +77,9 @@ def main() -> None:
         from clusterbench.launch.mpirun import MpiLaunch, mpirun_command
         from clusterbench.native.build import build
 
-        binary = str(build("stream", mpi=True, openmp=True).binary)
+        # the binary `bench stream` runs at ranks=2: the MPI build (USE_MPI), whose MPI_Init is part of
+        # the bare side too (the build without it starts ~0.3 s faster and would count that as our cost)
+        binary = str(build("stream", mpi=True, openmp=True, defines=("USE_MPI",)).binary)
         cases["bare mpirun"] = mpirun_command(MpiLaunch(ranks=2, bind_to="core"), [binary, str(args.n), "10"])
         for tree in trees:
             cases[f"bench stream [{tree}]"] = [sys.executable, "-m", "clusterbench", *run_argv]

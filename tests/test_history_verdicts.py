@@ -205,3 +205,21 @@ def test_tags_split_series_only_when_asked(tmp_path):
                for g in split)
     bad = cli("--db", str(db), "history", "-m", "hpl_gflops", "--by-tag", "kernel=6.8")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_at_80_columns_no_run_id_is_cut(tmp_path):
+    """`results` and `history` on an 80-column terminal (or a pipe, which Rich treats as 80) print every
+    run id whole: the runs table takes its narrow layout and says where the left-out columns are."""
+    db = hpl_series(tmp_path, _stepped(16, -0.10, 8))
+    ids = sorted({r["run_id"] for r in json.loads(cli("--db", str(db), "results", "--format", "json").stdout)})
+    assert len(ids) == 16
+    narrow = {"COLUMNS": "80"}
+    listing = cli("--db", str(db), "results", "--limit", "0", env=narrow)
+    assert listing.returncode == 0, listing.stderr
+    assert all(id_ in listing.stdout for id_ in ids), listing.stdout
+    assert max(map(len, listing.stdout.splitlines())) <= 80 and "results RUN" in listing.stdout
+    found = history_json(db, "-m", "hpl_gflops")
+    steps = [c["run_id"] for g in found["groups"] for c in g["changes"]]
+    assert steps
+    text = cli("--db", str(db), "history", "-m", "hpl_gflops", env=narrow).stdout
+    assert all(step in text for step in steps), text

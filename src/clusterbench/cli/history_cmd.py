@@ -112,7 +112,8 @@ def _group_table(group) -> Table:
     table = Table(title=escape(title), title_justify="left", title_style="bold red" if group.regression else None)
     for column, justify in (("change point", "left"), ("run", "left"), ("before -> after", "right"),
                             ("change", "right"), ("p", "right"), ("verdict", "left")):
-        table.add_column(column, justify=justify)
+        table.add_column(column, justify=justify, no_wrap=column == "run",  # a run id is never cut
+                         min_width=max((len(c.run_id) for c in group.changes), default=3) if column == "run" else None)
     for c in group.changes:
         change = f"{c.change_pct:+.1f}%" if c.change_pct is not None else "-"
         verdict = change_verdict(group, c)

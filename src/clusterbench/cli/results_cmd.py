@@ -16,6 +16,7 @@ from clusterbench.errors import UserInputError
 from clusterbench.report import csvsafe
 
 TABLE_LIMIT = 50  # runs the table shows unless --limit says otherwise; an export has every run selected
+WIDE_COLUMNS = 140  # narrower terminals get the runs table's four-column layout (a run id is never cut)
 CELL_CHARS = 60  # a reason or note in a table cell: longer ones are cut ('...'), `results RUN` shows them whole
 
 
@@ -181,22 +182,37 @@ def _plain(value):
 
 
 def _print_runs(store, rows) -> None:
+    """The runs table. A run id is never cut: on a terminal narrower than WIDE_COLUMNS (80 columns, or a
+    pipe) the table keeps four columns (id, what ran, headline, flags) and says where the rest is."""
     from clusterbench.analysis.listing import curation, headline, placement, row_flags
 
+    wide = console.width >= WIDE_COLUMNS
     table = Table(title=f"Runs in {escape(str(store.path))}", title_justify="left")
-    for col in ("run id", "benchmark", "status", "params", "headline", "placement", "flags", "duration",
-                "started (UTC)"):
-        table.add_column(col)
+    id_width = max((len(r["id"]) for r in rows), default=6)
+    table.add_column("run id", no_wrap=True, min_width=id_width)
+    columns = ("benchmark", "status", "params", "headline", "placement", "flags", "duration", "started (UTC)")
+    for col in columns if wide else ("run", "headline", "flags"):
+        table.add_column(col, overflow="fold")
     for r in rows:
         params = json.loads(r["params"])
         short = " ".join(f"{k}={v}" for k, v in params.items() if k in ("n", "nb", "p", "q", "ranks", "threads"))
-        style = "green" if r["status"] == "ok" else "red"
+        status = f"[{'green' if r['status'] == 'ok' else 'red'}]{r['status']}[/]"
         verdict = placement(r)[0]
         shown = "[bold red]MISMATCH[/]" if verdict == "mismatch" else escape(verdict)
-        table.add_row(r["id"], r["benchmark"], f"[{style}]{r['status']}[/]", escape(short),
-                      escape(headline(store, r["id"])), shown, _flags_cell(row_flags(r), *curation(r)),
-                      f"{r['duration_s']:.1f} s" if r["duration_s"] is not None else "-",
-                      (r["started_at"] or "")[:19])
+        flags = _flags_cell(row_flags(r), *curation(r))
+        value = escape(headline(store, r["id"]))
+        if wide:
+            table.add_row(r["id"], r["benchmark"], status, escape(short), value, shown, flags,
+                          f"{r['duration_s']:.1f} s" if r["duration_s"] is not None else "-",
+                          (r["started_at"] or "")[:19])
+        else:
+            if verdict == "mismatch":
+                flags = "\n".join(filter(None, ("[bold red]placement MISMATCH[/]", flags)))
+            table.add_row(r["id"], f"{escape(r['benchmark'])} {status}\n{escape(short)}".rstrip(), value, flags)
+    if not wide and rows:
+        table.caption = (f"{console.width} columns: placement, duration and start in `results RUN`, or with "
+                         f"{WIDE_COLUMNS}+ columns (COLUMNS={WIDE_COLUMNS})")
+        table.caption_justify = "left"
     console.print(table)
     if not rows:
         console.print(f"no runs stored yet in {escape(str(store.path))}: try `clusterbench run`")
