@@ -412,14 +412,14 @@ def _fail_on(monkeypatch, name: str, error: Exception) -> None:
     """Make the store raise `error` while storing results of the file called `name`."""
     from clusterbench.store.db import Store
 
-    real = Store.add_imported_run
+    real = Store.add_imported_runs
 
-    def add(self, rec, valid, reason, metrics, facts, artifact_name, *rest):
+    def add(self, runs, artifact_name, *rest):
         if artifact_name == name:
             raise error
-        return real(self, rec, valid, reason, metrics, facts, artifact_name, *rest)
+        return real(self, runs, artifact_name, *rest)
 
-    monkeypatch.setattr(Store, "add_imported_run", add)
+    monkeypatch.setattr(Store, "add_imported_runs", add)
 
 
 def test_a_value_the_database_refuses_skips_that_file_only(tmp_path, isolated_db, monkeypatch):

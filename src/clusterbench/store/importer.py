@@ -58,7 +58,7 @@ from clusterbench.bench.canonical import canonical_blas, canonical_interconnect
 from clusterbench.bench.declare import OutputFormat, Result
 from clusterbench.bench.metrics import TooManyResults
 from clusterbench.errors import EnvironmentProblem, UserInputError
-from clusterbench.store.db import RunRecord, Store, check_tag_key, check_tag_value, explain
+from clusterbench.store.db import ImportedRun, RunRecord, Store, check_tag_key, check_tag_value, explain
 from clusterbench.store.filenames import NameFields, NamePattern, compile_name_pattern, time_in_name
 from clusterbench.store.jobreport import JobInfo, parse_job
 
@@ -172,6 +172,7 @@ def expand_paths(paths: Iterable[str]) -> list[Path]:
     names are left out). A path that does not exist at all is bad input.
     """
     found: dict[str, Path] = {}
+    real = RealPaths()
     for raw in paths:
         matches = glob.glob(raw, recursive=True) if glob.has_magic(raw) else [raw]
         if not matches:
@@ -181,9 +182,9 @@ def expand_paths(paths: Iterable[str]) -> list[Path]:
             if p.is_dir():
                 for sub in sorted(p.rglob("*")):
                     if not sub.name.startswith(".") and not sub.is_dir():
-                        found.setdefault(os.path.realpath(sub), sub)
+                        found.setdefault(real(sub), sub)
             elif os.path.lexists(p):
-                found.setdefault(os.path.realpath(p), p)
+                found.setdefault(real(p), p)
             else:
                 raise UserInputError(f"no such file or folder: {printable(raw)}")
     return list(found.values())
@@ -351,9 +352,10 @@ def import_files(store: Store, files: Iterable[Path], tags: dict | None = None, 
     try:
         # files committed together (each file still all or nothing: a savepoint), not one commit each: a
         # commit writes every page the file touched (rows, five indexes), most of an import's time
+        real_path = RealPaths()
         with store.batch(every=FILES_PER_COMMIT, seconds=COMMIT_SECONDS, keep=True):
             for path in files:
-                rep = import_file(store, path, tags, pattern, campaign, rpeak_node_gflops)
+                rep = import_file(store, path, tags, pattern, campaign, rpeak_node_gflops, real_path)
                 report.files.append(rep)
                 if on_file:
                     on_file(rep)
@@ -396,7 +398,8 @@ def bounded_list(items: list[str], most: int = MAX_NAMES_LISTED) -> str:
 
 
 def import_file(store: Store, path: Path, tags: dict, pattern: NamePattern | None, campaign: str | None,
-                rpeak_node_gflops: float | None = None) -> FileReport:
+                rpeak_node_gflops: float | None = None, real_path: Callable[[Path], str] = os.path.realpath
+                ) -> FileReport:
     shown = printable(str(path))
     try:
         data, st = read_output(path)
@@ -416,23 +419,32 @@ def import_file(store: Store, path: Path, tags: dict, pattern: NamePattern | Non
         return rep
     digest = hashlib.sha256(data).hexdigest()
     name = printable(path.name)
-    source = printable(os.path.realpath(path))
+    source = printable(real_path(path))
     from_name = pattern.read(name) if pattern else NameFields()
     rep.name_mismatch = pattern is not None and pattern.split(name) is None
     mtime = datetime.fromtimestamp(st.st_mtime, UTC).isoformat()
     read = _Reading(from_name, pattern is not None, job, tags, campaign, source, name, mtime, rpeak_node_gflops)
     try:
-        with store.transaction() if store.in_batch() else store.batch(every=len(results) + 1):  # all or nothing
+        with _all_or_nothing(store):
+            priors = store.imported(digest)
+            new: list[tuple[ImportedRun, Result]] = []
             for index, result in enumerate(results):
-                stored, changed = _store_result(store, fmt, result, index, digest, read, data)
-                rep.stored += 1 if stored else 0
-                rep.duplicates += 0 if stored else 1
+                run, changed = _store_result(store, fmt, result, index, digest, read, priors)
+                if run is not None:
+                    new.append((run, result))
+                    continue
+                rep.duplicates += 1
                 if changed:
                     rep.updated += 1
                     rep.retagged += 1 if "tags" in changed else 0
                     for key in changed:
                         rep.changed[key] = rep.changed.get(key, 0) + 1
-                if stored and not result.outcome.valid:
+            stored = store.add_imported_runs([run for run, _ in new], read.name, data, digest) if new else []
+            rep.stored += len(stored)
+            rep.duplicates += len(new) - len(stored)
+            kept = {id(run) for run in stored}
+            for run, result in new:
+                if id(run) in kept and not result.outcome.valid:
                     rep.invalid += 1
                     for reason in result.outcome.reasons:
                         if reason not in rep.invalid_reasons and len(rep.invalid_reasons) < 10:
@@ -447,6 +459,39 @@ def import_file(store: Store, path: Path, tags: dict, pattern: NamePattern | Non
             "is missing)")
         raise problem from exc
     return rep
+
+
+@contextmanager
+def _all_or_nothing(store: Store) -> Iterator[None]:
+    """One file's writes as one unit: a savepoint of the import's batch, or a transaction of its own
+    (the updates and inserts inside are savepoints of it, so none commits alone)."""
+    if store.in_batch():
+        with store.transaction():
+            yield
+        return
+    with store.batch(), store.transaction():
+        yield
+
+
+class RealPaths:
+    """os.path.realpath of many files in few folders: a folder is resolved once (realpath asks the
+    file system about every component of every path: a tenth of an import's time), and a file that
+    is a symbolic link itself is resolved whole. Lives for one import (a folder may change later)."""
+
+    def __init__(self) -> None:
+        self.folders: dict[str, str] = {}
+
+    def __call__(self, path: Path | str) -> str:
+        path = os.fspath(path)
+        if os.path.islink(path):
+            return os.path.realpath(path)
+        folder, name = os.path.split(path)
+        if name in ("", ".", ".."):
+            return os.path.realpath(path)
+        real = self.folders.get(folder)
+        if real is None:
+            real = self.folders[folder] = os.path.realpath(folder)
+        return os.path.join(real, name)
 
 
 def _too_much(results: list[Result], size: int) -> str | None:
@@ -474,15 +519,20 @@ class _Reading:
     mtime: str
     rpeak_node_gflops: float | None
 
+    @property
+    def workdir(self) -> str:
+        """The folder of the file (its real path): an imported run's working directory."""
+        return printable(os.path.dirname(self.source))
+
 
 def _store_result(store: Store, fmt: OutputFormat, result: Result, index: int, digest: str, read: _Reading,
-                  data: bytes) -> tuple[bool, set[str]]:
-    """Store one result: (True, {}) when new; (False, what changed) when its content hash was stored
-    before, in which case the stored run is brought up to date (`_update_stored`)."""
+                  priors: dict[str, sqlite3.Row]) -> tuple[ImportedRun | None, set[str]]:
+    """One result of a file: (the run to store, {}) when new; (None, what changed) when its content
+    hash was stored before (`priors`: the file's stored results), in which case the stored run is
+    brought up to date (`_update_stored`)."""
     content_hash = f"{digest}:{index}"
     run_id = f"import-{result.benchmark}-{hashlib.sha256(content_hash.encode()).hexdigest()[:12]}"
-    prior = store.conn.execute("SELECT id, params, tags, facts, valid, reason, started_at, ended_at, duration_s"
-                               " FROM runs WHERE content_hash=?", (content_hash,)).fetchone()
+    prior = priors.get(content_hash)
     prior_facts = _decoded(prior["facts"]) if prior else {}
     stated, as_written = _canonical(result.params)
     stated |= _job_params(read.job)
@@ -511,8 +561,8 @@ def _store_result(store: Store, fmt: OutputFormat, result: Result, index: int, d
     started, ended, dating = _dates(result, read)
     facts |= dating
     if prior:
-        return False, _update_stored(store, prior, prior_facts, params, read.tags, facts, read.name_given, result,
-                                     started, ended)
+        return None, _update_stored(store, prior, prior_facts, params, read.tags, facts, read.name_given, result,
+                                    started, ended)
     nodes = None
     if read.job:
         facts["job"] = read.job.as_facts()
@@ -520,12 +570,9 @@ def _store_result(store: Store, fmt: OutputFormat, result: Result, index: int, d
         if read.job.hosts and nodes is None:
             facts["job"]["node_list_problem"] = "the host names cannot be folded as a node set: see hosts"
     record = RunRecord(id=run_id, benchmark=result.benchmark, params=params, campaign=read.campaign,
-                       tags=tags, source="import", content_hash=content_hash,
-                       workdir=printable(os.path.dirname(read.source)), nodes=nodes)
-    stored = store.add_imported_run(
-        record, result.outcome.valid, "; ".join(result.outcome.reasons) or None, result.outcome.metrics,
-        facts, read.name, data, started, ended, result.duration_s)
-    return stored, set()
+                       tags=tags, source="import", content_hash=content_hash, workdir=read.workdir, nodes=nodes)
+    return ImportedRun(record, result.outcome.valid, "; ".join(result.outcome.reasons) or None,
+                       result.outcome.metrics, facts, started, ended, result.duration_s), set()
 
 
 def _name_facts(from_name: NameFields, stated: dict, as_written: dict) -> dict:
