@@ -11,7 +11,10 @@ Each repeat times the report built and written in this process (read, sections, 
 and then `clusterbench report` end to end in a new process (start-up, imports, the same work), alternating,
 and prints every repeat with the HTML size and the number of figures and panels. Not part of `make test`.
 
-    .venv/bin/python benchmarks/report_scale.py [--runs 100000] [--repeats 3]
+    .venv/bin/python benchmarks/report_scale.py [--runs 100000] [--repeats 3] [--db PATH]
+
+`--db PATH` keeps the store: filled there when the file is missing, reused as it is when present (to profile
+the same store again without the minute of filling; `--runs` is then the store's own).
 """
 
 from __future__ import annotations
@@ -164,14 +167,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=100_000)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--db", type=Path, help="keep the store here: fill it when missing, reuse it when present")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        db = Path(tmp) / "results.db"
-        start = time.perf_counter()
-        with Store(db) as store:
-            counts = fill(store, args.runs)
-        print(f"filled a store with {args.runs:,} runs ({', '.join(f'{k} {v:,}' for k, v in counts.items())}) "
-              f"in {time.perf_counter() - start:.1f} s; database {db.stat().st_size / 2**20:.0f} MiB")
+        db = args.db or Path(tmp) / "results.db"
+        if db.exists():
+            print(f"reusing the store {db}; database {db.stat().st_size / 2**20:.0f} MiB")
+        else:
+            start = time.perf_counter()
+            with Store(db) as store:
+                counts = fill(store, args.runs)
+            print(f"filled a store with {args.runs:,} runs ({', '.join(f'{k} {v:,}' for k, v in counts.items())}) "
+                  f"in {time.perf_counter() - start:.1f} s; database {db.stat().st_size / 2**20:.0f} MiB")
         here, there = [], []
         for i in range(args.repeats):
             seconds, figures, panels = in_process(db, Path(tmp) / f"report-{i}")

@@ -45,6 +45,7 @@ class Dataset:
     _identity: pd.DataFrame | None = field(default=None, repr=False, compare=False)
     _identities: IdentityTable | None = field(default=None, repr=False, compare=False)
     _flags: dict[str, tuple[dict, tuple[str, ...]]] = field(default_factory=dict, repr=False, compare=False)
+    _counted: dict[str, tuple[dict, bool]] = field(default_factory=dict, repr=False, compare=False)
 
     def identity(self) -> pd.DataFrame:
         """`identity.identity_frame` of the selected runs (index: run id; NaN where a run does not
@@ -56,6 +57,14 @@ class Dataset:
             self._identities = IdentityTable(self.runs, hostnames)
             self._identity = self._identities.frame()
         return self._identity
+
+    def known_identity(self, run_id: str) -> dict[str, object] | None:
+        """`identity.run_identity` of a selected run when the dataset has worked out its identities
+        already (a report has: its figures group by them), else None: the caller works it out for the
+        runs it needs rather than for all of them."""
+        if self._identities is None:
+            return None
+        return self._identities.identity(run_id, self.runs.get(run_id))
 
     def flags(self, run_id: str) -> list[str]:
         """`flags.run_flags` of one selected run (suspect included: `load` marks impossible runs).
@@ -69,7 +78,13 @@ class Dataset:
 
     def counts(self, run_id: str) -> bool:
         """`flags.counts` of one selected run (False for a run not selected), through `flags`."""
-        return run_id in self.runs and not run_flags_module.NOT_COUNTED.intersection(self.flags(run_id))
+        run = self.runs.get(run_id)
+        if run is None:
+            return False
+        known = self._counted.get(run_id)
+        if known is None or known[0] is not run:
+            known = self._counted[run_id] = (run, not run_flags_module.NOT_COUNTED.intersection(self.flags(run_id)))
+        return known[1]
 
     def counted_ids(self) -> set[str]:
         """The selected runs whose flags let them be a best, a baseline, a history point (flags.counts)."""

@@ -286,6 +286,7 @@ def _grouped(data: Dataset, rows: pd.DataFrame, choice: MetricChoice, by_tag: li
         rows = rows[keep]
     per_run: dict[str, tuple] = {}
     groups: dict[tuple, Group] = {}
+    counted = _counts_of(data)
     for rec in rows.itertuples(index=False):
         run = data.runs[rec.run_id]
         if rec.run_id not in per_run:
@@ -299,7 +300,7 @@ def _grouped(data: Dataset, rows: pd.DataFrame, choice: MetricChoice, by_tag: li
             configuration = json.loads(settings) | labels
             group = groups[key] = Group(system, rec.benchmark, configuration, "", rec.unit, rec.higher_is_better)
         value = _finite(rec.value)
-        if not counts(run):
+        if not counted(rec.run_id, run):
             group.skipped.append(Skipped(rec.run_id, why_not_counted(run)))
         elif not rec.valid:
             group.skipped.append(Skipped(rec.run_id, _why_invalid(run)))
@@ -312,6 +313,15 @@ def _grouped(data: Dataset, rows: pd.DataFrame, choice: MetricChoice, by_tag: li
     for group in groups.values():
         group.values.sort(key=lambda v: (v.date, v.run_id))
     return list(groups.values())
+
+
+def _counts_of(data: Dataset):
+    """(run id, run) -> may it be a history point (flags.counts): the dataset's own verdict when it has
+    one (each run's flags decided once for the whole report), else decided here."""
+    own = getattr(data, "counts", None)
+    if callable(own):
+        return lambda run_id, _run: own(run_id)
+    return lambda _run_id, run: counts(run)
 
 
 def _finite(value) -> float | None:
@@ -406,14 +416,35 @@ def _utc(stamp: str) -> str | None:
 def _settings(run: dict, data: Dataset, by_tag: list[str]) -> str:
     """The run's identity (identity.run_identity) as JSON text: every key but its tags, except the
     tags asked to split series (`tag:K`); benchmark and system are the series' own fields."""
-    hostname = (data.systems.get(run.get("system_id") or "") or {}).get("hostname")
-    keys = run_identity(run, hostname)
+    known = data.known_identity(run["id"]) if "id" in run and hasattr(data, "known_identity") else None
+    if known is None:
+        hostname = (data.systems.get(run.get("system_id") or "") or {}).get("hostname")
+        known = run_identity(run, hostname)
     wanted = {f"tag:{k}" for k in by_tag}
-    kept = {k: v for k, v in keys.items()
+    kept = {k: v for k, v in known.items()
             if k not in NOT_SERIES_KEYS and (not str(k).startswith("tag:") or k in wanted)}
     for key in wanted - kept.keys():  # asked to split by it, and the run does not say: unknown
         kept[key] = None
-    return json.dumps(kept, sort_keys=True, default=str)
+    return _settings_text(kept)
+
+
+def _settings_text(kept: dict) -> str:
+    """`kept` as sorted JSON, each distinct identity put in words once (80,000 HPL lines of a study have a
+    few thousand). Only identities of texts, integers and None are remembered: keyed by each item with its
+    type (True, 1 and 1.0 are one key to a dict, not to JSON; a float's -0.0 and 0.0 too)."""
+    if not all(v.__class__ in _EXACT for v in kept.values()):
+        return json.dumps(kept, sort_keys=True, default=str)
+    memo = tuple((k, v.__class__, v) for k, v in kept.items())
+    text = _SETTINGS_TEXTS.get(memo)
+    if text is None:
+        text = json.dumps(kept, sort_keys=True, default=str)
+        if len(_SETTINGS_TEXTS) < 100_000:
+            _SETTINGS_TEXTS[memo] = text
+    return text
+
+
+_EXACT = frozenset({str, int, type(None)})  # values whose JSON text their equality decides
+_SETTINGS_TEXTS: dict[tuple, str] = {}
 
 
 @lru_cache(maxsize=256)

@@ -207,18 +207,21 @@ class IdentityTable:
         self.ids = list(runs)
         self.position = {rid: i for i, rid in enumerate(self.ids)}
         count = len(self.ids)
-        columns: dict[str, np.ndarray] = {}
+        lists: dict[str, list] = {}  # lists while filling: an item set in a list costs less than in an array
         number: dict[str, int] = {}  # key -> its column's number
         stated: list[tuple[int, ...]] = []  # per run: the numbers of the keys it states, in its order
+        hostnames = self.hostnames
         for i, run in enumerate(runs.values()):
-            keys = run_identity(run, self.hostnames.get(run.get("system_id") or ""))
+            keys = run_identity(run, hostnames.get(run.get("system_id") or ""))
             for key, value in keys.items():
-                column = columns.get(key)
+                column = lists.get(key)
                 if column is None:
-                    column = columns[key] = np.full(count, _MISSING, dtype=object)
+                    column = lists[key] = [_MISSING] * count
                     number[key] = len(number)
                 column[i] = value
-            stated.append(tuple(number[key] for key in keys))
+            stated.append(tuple([number[key] for key in keys]))
+        # one object array per key, each item kept as it is (np.array would unpack a list or tuple value)
+        columns = {key: np.fromiter(values, dtype=object, count=count) for key, values in lists.items()}
         self.columns = columns
         self.names = list(columns)
         self.stated = stated
@@ -231,6 +234,15 @@ class IdentityTable:
             return False
         mine = self.runs
         return all(mine.get(rid) is run for rid, run in runs.items())
+
+    def identity(self, run_id: str, run: dict) -> dict[str, object] | None:
+        """`run_identity` of one run of the table (the same keys in the same order, the same values), or
+        None when the table does not hold this run object (another run of that id, or none)."""
+        at = self.position.get(run_id)
+        if at is None or self.runs.get(run_id) is not run:
+            return None
+        names, columns = self.names, self.columns
+        return {names[k]: columns[names[k]][at] for k in self.stated[at]}
 
     def frame(self, ids: list[str] | None = None) -> pd.DataFrame:
         """`identity_frame` of these runs of the table (all by default), in this order."""

@@ -42,7 +42,9 @@ def tables(values: pd.DataFrame, best: shape.Shape, data: Dataset | None = None,
     flags; without it the frame's own key columns are the identity."""
     declared = declared or {}
     if data is not None and len(values):
-        counted = {rid for rid in values[shape.RUN].unique() if rid in data.runs and flags.counts(data.runs[rid])}
+        own = getattr(data, "counts", None)  # the dataset's: each run's flags decided once for the report
+        counted = {rid for rid in values[shape.RUN].unique()
+                   if (own(rid) if callable(own) else rid in data.runs and flags.counts(data.runs[rid]))}
         values = values[values[shape.RUN].isin(counted)]
     if values.empty:
         return []

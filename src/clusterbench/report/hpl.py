@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pandas as pd
 
 from clusterbench.analysis import identity, shape
@@ -204,13 +205,17 @@ def _percents(values: pd.DataFrame, data: Dataset, options: Options) -> tuple[pd
             per_run[rid] = (None, "peak unknown")
         else:
             per_run[rid] = (node * nodes, "")
-    peaks = values[shape.RUN].map(lambda r: per_run[r][0])
+    codes, ids = pd.factorize(values[shape.RUN].to_numpy(dtype=object))  # per run, not per value
+    peaks = pd.Series(np.asarray([per_run[r][0] for r in ids], dtype=object)[codes] if len(ids) else [],
+                      index=values.index, dtype=object)
     known = peaks.notna()
     percent[known] = 100 * values.loc[known, shape.VALUE].astype(float) / peaks[known].astype(float)
-    for index, rid in values[shape.RUN].items():
-        if per_run[rid][1]:
-            why[index] = per_run[rid][1]
-        elif percent[index] > 100:
+    reasons = [per_run[r][1] for r in ids]
+    above = (percent > 100).to_numpy()  # NaN: not above
+    for index, code, high in zip(values.index.tolist(), codes.tolist(), above.tolist(), strict=True):
+        if reasons[code]:
+            why[index] = reasons[code]
+        elif high:
             why[index] = "above 100% of Rpeak: impossible, flagged suspect"
     return percent, why
 
@@ -248,8 +253,9 @@ def _configurations(values: pd.DataFrame, data: Dataset) -> Table:
     for i, (gid, ok) in enumerate(zip(ids, counted, strict=True)):
         groups.setdefault((int(gid), "") if ok else (int(gid), runs[i]), []).append(i)
     rows = []
-    for (_gid, flagged_run), members in groups.items():
-        first = keys.iloc[members[0]]
+    # each group's first row as a dict (one conversion, not a Series per group): its keys' values
+    firsts = keys.iloc[[members[0] for members in groups.values()]].to_dict("records")
+    for ((_gid, flagged_run), members), first in zip(groups.items(), firsts, strict=True):
         stats = repeats.describe(value[members])
         member_runs = sorted(set(runs[members]))
         configuration = ", ".join(f"{k}={identity.shown(first.get(k))}" for k in described)

@@ -127,8 +127,8 @@ def _at_sizes(slug: str, title: str, drawing: shape.Drawing, values: pd.DataFram
                                 "flagged runs (not averaged)", "runs"], [], note=repeats.note())
     x = drawing.shape.x
     ok = repeats.counted_mask(data, values[shape.RUN])
-    by_point = values[ok].groupby([values.loc[ok, x].astype(float), values.loc[ok, shape.RUN]])[shape.VALUE]
-    per = {key: list(v) for key, v in by_point}  # (size, run) -> its values
+    counted_rows = values[ok]
+    per = repeats.values_at(counted_rows[x], counted_rows[shape.RUN], counted_rows[shape.VALUE])  # (size, run)
     for panel in drawing.panels:
         for s in panel.series:
             runs = sorted({r for p in s.points for r in p.runs})
