@@ -216,7 +216,7 @@ def test_an_old_database_is_upgraded_and_read_before_it_is(isolated_db):
     assert cli("results").returncode == 0
     out = cli("exclude", f"run:{run_id}", "--reason", "from before the upgrade")  # a write upgrades it
     assert out.returncode == 0, out.stderr
-    assert query(isolated_db, "PRAGMA user_version")[0][0] == SCHEMA_VERSION == 3
+    assert query(isolated_db, "PRAGMA user_version")[0][0] == SCHEMA_VERSION == 4
     assert _run(isolated_db, run_id)["excluded"] == "from before the upgrade"
 
 
@@ -228,7 +228,7 @@ def test_version_two_database_is_migrated_by_db_migrate(isolated_db):
     con.executescript("DROP TABLE curation; DROP TABLE notes; PRAGMA user_version = 2;")
     con.close()
     out = cli("db", "migrate")
-    assert out.returncode == 0 and "2 -> 3" in out.stdout, out.stdout + out.stderr
+    assert out.returncode == 0 and "2 -> 4" in out.stdout, out.stdout + out.stderr
     tables = {r[0] for r in query(isolated_db, "SELECT name FROM sqlite_master WHERE type='table'")}
     assert {"curation", "notes"} <= tables
     assert cli("note", "old", "kept through the upgrade").returncode == 0

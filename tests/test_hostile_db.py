@@ -180,13 +180,13 @@ def test_database_from_a_newer_clusterbench_is_refused_with_both_versions(tmp_pa
     for args in (["results"], ["report", "-o", str(tmp_path / "rep")], ["compare", "a", "b"],
                  ["import", "-q", str(STREAM_FILE)]):
         out = run_bounded("--db", str(db), *args)
-        assert_refused(out, 1, str(db), "schema version 99", "up to 3", "upgrade clusterbench")
+        assert_refused(out, 1, str(db), "schema version 99", "up to 4", "upgrade clusterbench")
     assert snapshot(tmp_path) == before
 
 
 def test_schema_version_is_written_and_an_unversioned_database_is_adopted(tmp_path):
     db = make_db(tmp_path / "results.db")
-    assert query(db, "PRAGMA user_version")[0][0] == 3
+    assert query(db, "PRAGMA user_version")[0][0] == 4
     con = sqlite3.connect(db)  # as written before versions existed
     con.execute("PRAGMA user_version = 0")
     con.close()
@@ -195,8 +195,8 @@ def test_schema_version_is_written_and_an_unversioned_database_is_adopted(tmp_pa
     assert out.code == 0 and json.loads(out.stdout), out.text
     assert snapshot(tmp_path)[str(db)] == before[str(db)]  # a read does not stamp it
     out = run_bounded("--db", str(db), "db", "migrate")
-    assert out.code == 0 and "0 -> 3" in out.stdout, out.text
-    assert query(db, "PRAGMA user_version")[0][0] == 3
+    assert out.code == 0 and "0 -> 4" in out.stdout, out.text
+    assert query(db, "PRAGMA user_version")[0][0] == 4
 
 
 # ---------------------------------------------------------------- permissions and read-only places

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from tests.conftest import fixture, query
 from tests.hostile import assert_refused, run_bounded
+from tests.imported import COUNTS_SQL, stored_runs
 
 HERE = fixture("outputs/this-machine")
 HPL = HERE / "hpl-N13440-1x1-omp2-bindnone.log"  # 4 result lines, N=13440, 1x1, 85-88 Gflop/s
@@ -47,8 +48,7 @@ def _runs(db) -> dict[str, list[tuple[str, str | None]]]:
     if not Path(db).exists():
         return {}
     out: dict[str, list] = {}
-    for row in query(db, "SELECT a.name, r.status, r.reason FROM runs r JOIN artifacts a ON a.run_id = r.id "
-                         "ORDER BY r.rowid"):
+    for row in stored_runs(db):
         out.setdefault(row["name"], []).append((row["status"], row["reason"]))
     return out
 
@@ -179,12 +179,10 @@ def test_json_summary_lists_skipped_files_with_reasons(tmp_path, isolated_db):
 def test_reimport_is_idempotent_and_names_the_bad_file_again(tmp_path, isolated_db):
     folder = _folder(tmp_path, **{"bad.out": _hpl_with("8.7333e+01", "1.2.3")})
     assert_refused(_import(str(folder)), 0, "5 result(s) stored")
-    counts = tuple(query(isolated_db, "SELECT (SELECT COUNT(*) FROM runs), (SELECT COUNT(*) FROM metrics),"
-                                      " (SELECT COUNT(*) FROM artifacts)")[0])
+    counts = tuple(query(isolated_db, COUNTS_SQL)[0])
     again = _import(str(folder))
     assert_refused(again, 0, "0 result(s) stored, 5 already stored", f"skipped {folder / 'bad.out'}: unparsable")
-    assert tuple(query(isolated_db, "SELECT (SELECT COUNT(*) FROM runs), (SELECT COUNT(*) FROM metrics),"
-                                    " (SELECT COUNT(*) FROM artifacts)")[0]) == counts
+    assert tuple(query(isolated_db, COUNTS_SQL)[0]) == counts
 
 
 # ---------------------------------------------------------------- values that cannot be true: stored invalid
@@ -332,7 +330,7 @@ def test_invalid_utf8_in_a_file_name_and_a_name_pattern(tmp_path, isolated_db):
     shutil.copy(HPL, folder / name)
     out = _import(str(folder), "--name-pattern", "HPL.out.{nodes}_node_{site}.{blas}")
     assert_refused(out, 0, "4 result(s) stored", "0 invalid")
-    rows = query(isolated_db, "SELECT r.params, a.name FROM runs r JOIN artifacts a ON a.run_id = r.id")
+    rows = stored_runs(isolated_db)
     assert len(rows) == 4 and {r["name"] for r in rows} == {"HPL.out.4_node_\\xff\\xfe.blis"}
     params = json.loads(rows[0]["params"])
     assert (params["nodes"], params["site"], params["blas"]) == (4, "\\xff\\xfe", "blis")

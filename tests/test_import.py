@@ -11,6 +11,7 @@ from collections import Counter
 
 import pytest
 from tests.conftest import HAS_SHARED, LOCAL_FIXTURES, OUTPUTS, SHARED_FIXTURES, cli, fixture, query
+from tests.imported import COUNTS_SQL, runs_of_output, stored_runs
 
 HERE = fixture("outputs/this-machine")
 # Runs stored per outputs folder: one per HPL result line (7 + 4 here), one per IMB section, one per LSF report.
@@ -19,8 +20,9 @@ RUNS_PER_GROUP = {"this-machine": {"hpl": 11, "hpcc": 1, "hpcg": 1, "imb": 2, "o
 
 
 def _metrics(db, source_name: str, name: str) -> list:
+    ids = runs_of_output(db, source_name)
     return query(db, "SELECT m.value, m.labels, m.valid, r.params, r.status FROM metrics m JOIN runs r ON r.id=m.run_id"
-                   " JOIN artifacts a ON a.run_id=r.id WHERE a.name=? AND m.name=? ORDER BY m.id", source_name, name)
+                     f" WHERE r.id IN ({','.join('?' * len(ids))}) AND m.name=? ORDER BY m.id", *ids, name)
 
 
 def test_import_all_fixtures_twice(isolated_db):
@@ -34,13 +36,11 @@ def test_import_all_fixtures_twice(isolated_db):
     runs = query(isolated_db, "SELECT benchmark, COUNT(*) AS c FROM runs GROUP BY benchmark")
     assert {r["benchmark"]: r["c"] for r in runs} == expected
     assert "HPCG log file" in " ".join(first.stdout.split())
-    counts = query(isolated_db, "SELECT (SELECT COUNT(*) FROM runs), (SELECT COUNT(*) FROM metrics),"
-                              " (SELECT COUNT(*) FROM artifacts)")[0]
+    counts = query(isolated_db, COUNTS_SQL)[0]
     second = cli("import", str(OUTPUTS))
     already = f"0 result(s) stored, {expected.total()} already stored"
     assert second.returncode == 0 and already in " ".join(second.stdout.split())
-    assert tuple(query(isolated_db, "SELECT (SELECT COUNT(*) FROM runs), (SELECT COUNT(*) FROM metrics),"
-                                  " (SELECT COUNT(*) FROM artifacts)")[0]) == tuple(counts)
+    assert tuple(query(isolated_db, COUNTS_SQL)[0]) == tuple(counts)
 
 
 @pytest.fixture
@@ -151,8 +151,7 @@ def test_truncated_and_failed_results_are_stored_invalid(tmp_path, isolated_db):
     out = cli("import", str(tmp_path))
     assert out.returncode == 0
     assert "not a recognised benchmark output" in " ".join(out.stdout.split())
-    statuses = query(isolated_db, "SELECT a.name, r.status, r.reason FROM runs r JOIN artifacts a ON a.run_id=r.id"
-                                " ORDER BY r.rowid")
+    statuses = stored_runs(isolated_db)
     by_file: dict = {}
     for row in statuses:
         by_file.setdefault(row["name"], []).append(row["status"])

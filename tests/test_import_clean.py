@@ -15,8 +15,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from tests.conftest import SHARED_FIXTURES, cli, cli_json, fixture, query
+from tests.conftest import SHARED_FIXTURES, cli, cli_json, fixture
 from tests.hostile import assert_refused, run_bounded
+from tests.imported import stored_runs
 
 from clusterbench.errors import UserInputError
 from clusterbench.store import jobreport
@@ -81,9 +82,7 @@ def pi_folder(tmp_path) -> Path:
 
 
 def _runs(db) -> list[dict]:
-    rows = query(db, "SELECT r.id, r.params, r.tags, r.facts, r.nodes, r.status, r.reason, a.name FROM runs r"
-                     " JOIN artifacts a ON a.run_id = r.id ORDER BY r.rowid")
-    return [dict(row) | {k: json.loads(row[k]) for k in ("params", "tags", "facts")} for row in rows]
+    return [row | {k: json.loads(row[k]) for k in ("params", "tags", "facts")} for row in stored_runs(db)]
 
 
 def test_pi_study_names_typed_and_canonical(pi_folder, isolated_db):

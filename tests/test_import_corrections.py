@@ -13,6 +13,7 @@ import shutil
 from datetime import UTC, datetime
 
 from tests.conftest import cli, cli_json, fixture, query
+from tests.imported import stored_runs
 
 MACHINE = fixture("outputs/this-machine")
 HPL_SWEEP = MACHINE / "hpl-nbsweep-N13440-1x2.log"  # 7 results, 2 ranks on a 1x2 grid
@@ -25,8 +26,8 @@ SWAPPED_PATTERN = "HPL.out.{n}_node_{nodes}.{blas}"  # the mistake: node count a
 def _runs(db) -> list[dict]:
     import json
 
-    rows = query(db, "SELECT id, params, tags, facts, valid, reason, started_at, ended_at, duration_s FROM runs "
-                     "ORDER BY id")
+    keys = ("id", "params", "tags", "facts", "valid", "reason", "started_at", "ended_at", "duration_s")
+    rows = [{k: run[k] for k in keys} for run in sorted(stored_runs(db), key=lambda run: run["id"])]
     out = []
     for r in rows:
         run = dict(r)

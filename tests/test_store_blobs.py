@@ -35,9 +35,14 @@ def test_importing_n_results_of_one_file_adds_one_blob(isolated_db):
     data = HPL_SWEEP.read_bytes()
     ((sha, size, stored, codec),) = _blobs(isolated_db)
     assert (sha, size, codec) == (hashlib.sha256(data).hexdigest(), len(data), "zlib") and stored < len(data) / 2
-    arts = query(isolated_db, "SELECT run_id, name, sha256, size, content FROM artifacts")
-    assert len(arts) == 7 and {(a["sha256"], a["size"], a["content"]) for a in arts} == {(sha, len(data), None)}
+    # one import_files row names the output for the 7 results: no artifacts row of their own (version 4)
+    assert not query(isolated_db, "SELECT 1 FROM artifacts")
+    assert [tuple(r) for r in query(isolated_db, "SELECT sha256, name, size FROM import_files")] == [
+        (sha, HPL_SWEEP.name, len(data))]
     with Store(isolated_db, read_only=True) as store:
+        arts = [a for run in store.all_runs() for a in store.artifacts(run["id"])]
+        assert len(arts) == 7 and {(a["sha256"], a["size"], a["name"]) for a in arts} == {
+            (sha, len(data), HPL_SWEEP.name)}
         for art in arts:
             row = store.artifact(art["run_id"], HPL_SWEEP.name)
             assert row["content"] == data and row["path"] == str(HPL_SWEEP.resolve())
@@ -127,18 +132,19 @@ def test_migration_from_version_1_keeps_every_byte_and_shrinks_the_file(tmp_path
     before = path.stat().st_size
     with Store(path) as store:
         assert store.migrated_from == 1
-        assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+        assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
         for (run_id, name), data in expected.items():
             if run_id != "broken":
                 assert store.artifact(run_id, name)["content"] == data, (run_id, name)
         with pytest.raises(EnvironmentProblem, match="SHA-256 differs"):  # damaged before: never handed on
             store.artifact("broken", "stdout.txt")
-    assert path.stat().st_size <= before / 3  # 30 copies of the sweep became one compressed blob
+    # 30 copies of the sweep became one compressed blob (version 4's table, index and triggers: 3 pages more)
+    assert path.stat().st_size <= before / 3 + 3 * 4096
     inline = query(path, "SELECT run_id, content FROM artifacts WHERE content IS NOT NULL")
     assert [tuple(r) for r in inline] == [("broken", b"changed after hashing")]  # as it was, for db check
     assert {r["codec"] for r in _blobs(path)} == {"zlib", "raw", "none"}
-    assert [t["name"] for t in query(path, "SELECT name FROM sqlite_master WHERE type='trigger'")] == [
-        "artifacts_release_blob"]
+    assert sorted(t["name"] for t in query(path, "SELECT name FROM sqlite_master WHERE type='trigger'")) == [
+        "artifacts_release_blob", "blobs_release_base", "import_files_release_blob", "runs_release_import_file"]
     report = check(path)
     assert report.problems == ["raw output damaged: output 'stdout.txt' of run broken: its SHA-256 differs from "
                                "the one recorded when it was stored"]
@@ -206,4 +212,6 @@ def test_a_version_2_file_stamped_0_is_adopted_again_unharmed(tmp_path):
     with Store(path) as store:
         assert store.migrated_from == 0 and store.artifact("r1", "stdout.txt")["content"] == out.read_bytes()
     triggers = query(path, "SELECT name FROM sqlite_master WHERE type='trigger'")
-    assert [t["name"] for t in triggers] == ["artifacts_release_blob"] and not check(path).problems
+    assert sorted(t["name"] for t in triggers) == ["artifacts_release_blob", "blobs_release_base",
+                                                   "import_files_release_blob", "runs_release_import_file"]
+    assert not check(path).problems

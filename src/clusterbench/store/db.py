@@ -229,12 +229,171 @@ def _v3(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+# Version 4: what the results of one imported file share is stored once, with the file (issue 32: a study of
+# 16,000 results from 2,000 files grew the store by twice their bytes). A row of `import_files` per file
+# (keyed by the SHA-256 of its bytes, which begins each of its results' content hashes) holds
+# - the output its results name (name, path, size): their `artifacts` row is implied, not written; a run
+#   with an artifacts row of its own (an older import, a name that differs) has exactly that one instead;
+# - up to four fragments of facts text its results share (`"from_file_name":[...],"file_mtime":"..."`):
+#   a run's stored facts hold a marker in place of each (FACT_MARKERS, text Python's json never writes),
+#   and every read puts the fragment back (FACTS_SQL), so readers get the very text that was written.
+# A file's row goes with its last run (trigger), and its blob with the last row that refers to it.
+# - and the bytes of a file like one stored before in the same import (a study's 2,000 HPL outputs differ in
+#   their numbers) are compressed against that one's (codec 'zlib+base', `base` its SHA-256: zlib with the
+#   last BASE_DICT_BYTES of the base's bytes as preset dictionary), a third of their size alone. A base is
+#   a blob compressed alone; it stays while a blob needs it (triggers), and goes with the last one.
+IMPORT_FILES_SCHEMA = """
+CREATE TABLE IF NOT EXISTS import_files (
+    sha256 TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    path TEXT,
+    size INTEGER NOT NULL,
+    f1 TEXT NOT NULL DEFAULT '',
+    f2 TEXT NOT NULL DEFAULT '',
+    f3 TEXT NOT NULL DEFAULT '',
+    f4 TEXT NOT NULL DEFAULT ''
+) WITHOUT ROWID;
+DROP TRIGGER IF EXISTS artifacts_release_blob;
+CREATE TRIGGER IF NOT EXISTS artifacts_release_blob AFTER DELETE ON artifacts
+WHEN NOT EXISTS (SELECT 1 FROM artifacts WHERE sha256 = OLD.sha256)
+    AND NOT EXISTS (SELECT 1 FROM import_files WHERE sha256 = OLD.sha256)
+BEGIN
+    DELETE FROM blobs WHERE sha256 = OLD.sha256
+        AND NOT EXISTS (SELECT 1 FROM blobs d WHERE d.base = OLD.sha256);
+END;
+CREATE TRIGGER IF NOT EXISTS import_files_release_blob AFTER DELETE ON import_files
+WHEN NOT EXISTS (SELECT 1 FROM artifacts WHERE sha256 = OLD.sha256)
+BEGIN
+    DELETE FROM blobs WHERE sha256 = OLD.sha256
+        AND NOT EXISTS (SELECT 1 FROM blobs d WHERE d.base = OLD.sha256);
+END;
+CREATE TRIGGER IF NOT EXISTS blobs_release_base AFTER DELETE ON blobs
+WHEN OLD.base IS NOT NULL AND NOT EXISTS (SELECT 1 FROM blobs WHERE base = OLD.base)
+    AND NOT EXISTS (SELECT 1 FROM artifacts WHERE sha256 = OLD.base)
+    AND NOT EXISTS (SELECT 1 FROM import_files WHERE sha256 = OLD.base)
+BEGIN
+    DELETE FROM blobs WHERE sha256 = OLD.base;
+END;
+CREATE TRIGGER IF NOT EXISTS runs_release_import_file AFTER DELETE ON runs
+WHEN OLD.content_hash IS NOT NULL AND NOT EXISTS (SELECT 1 FROM runs
+    WHERE content_hash >= substr(OLD.content_hash, 1, 64) || ':'
+        AND content_hash < substr(OLD.content_hash, 1, 64) || ';')
+BEGIN
+    DELETE FROM import_files WHERE sha256 = substr(OLD.content_hash, 1, 64);
+END;
+"""
+# The markers of the four shared fragments inside a run's stored facts: a member whose key is a newline and a
+# digit, escaped as Python's json never escapes a newline (it writes \n, never \u000a), so no facts text
+# holds one by itself, and the text stays JSON for a reader of the raw column.
+FACT_MARKERS = tuple(f'"\\u000a{i}":0' for i in range(1, 5))
+
+
+def _v4(conn: sqlite3.Connection) -> None:
+    """Add `import_files`, `blobs.base` and their triggers, then move each imported file's repeated
+    artifact rows and shared facts into it: a file whose results each have exactly the one artifact
+    that names it (the same name, path and size, its bytes not inline) gets a row; any other keeps its
+    rows as they are."""
+    if "base" not in {row[1] for row in conn.execute("PRAGMA table_info(blobs)")}:
+        conn.execute("ALTER TABLE blobs ADD COLUMN base TEXT")
+    conn.execute("CREATE INDEX IF NOT EXISTS blobs_base ON blobs(base) WHERE base IS NOT NULL")
+    for statement in _statements(IMPORT_FILES_SCHEMA):
+        conn.execute(statement)
+    rows = conn.execute(
+        "SELECT r.id, r.content_hash, r.facts, a.name, a.path, a.sha256, a.size, a.content IS NULL,"
+        " (SELECT COUNT(*) FROM artifacts b WHERE b.run_id = r.id)"
+        " FROM runs r LEFT JOIN artifacts a ON a.run_id = r.id"
+        " WHERE r.content_hash IS NOT NULL ORDER BY r.content_hash").fetchall()
+    files: dict[str, list] = {}
+    for row in rows:
+        files.setdefault(str(row[1])[:64], []).append(row)
+    done = {row[0] for row in conn.execute("SELECT sha256 FROM import_files")}  # a version-4 file stamped lower
+    for digest, runs in files.items():
+        first = runs[0]
+        if digest in done or any(r[8] != 1 or not r[7] or r[5] != digest
+                                 or (r[3], r[4], r[6]) != (first[3], first[4], first[6]) for r in runs):
+            continue
+        texts = [str(r[2]) for r in runs]
+        fragments = shared_fragments([_facts_dict(t) for t in texts], texts)
+        conn.execute("INSERT INTO import_files (sha256, name, path, size, f1, f2, f3, f4) VALUES (?,?,?,?,?,?,?,?)",
+                     (digest, first[3], first[4], first[6], *fragments))
+        conn.executemany("DELETE FROM artifacts WHERE run_id=?", [(r[0],) for r in runs])
+        conn.executemany("UPDATE runs SET facts=? WHERE id=?",
+                         [(encode_facts(t, fragments), r[0]) for t, r in zip(texts, runs, strict=True)
+                          if any(fragments)])
+
+
+# A shared fragment is worth a marker from this length on (a marker is 11 characters).
+MIN_FRAGMENT_CHARS = 24
+NO_FRAGMENTS = ("", "", "", "")
+# Members of an imported result's facts that are its own, never shared: the path stays in the stored text
+# (one can still find a file's runs with LIKE), and the index differs by definition.
+UNSHARED_FACTS = frozenset({"source_file", "result_index"})
+
+
+def shared_fragments(facts: list[dict], texts: list[str]) -> tuple[str, str, str, str]:
+    """The (at most four, longest) runs of consecutive members of the first result's facts whose text
+    every other result's facts text holds too (`texts`: as stored, _json(facts, default=str)); "" for
+    the slots not used. A file of one result shares nothing: its fragments would cost, not save."""
+    if len(facts) < 2:
+        return NO_FRAGMENTS
+    groups: list[list[str]] = [[]]
+    for key, value in facts[0].items():
+        member = _json({key: value}, default=str)[1:-1]
+        if key not in UNSHARED_FACTS and all(member in text for text in texts[1:]):
+            groups[-1].append(member)
+        elif groups[-1]:
+            groups.append([])
+    joined = [",".join(g) for g in groups if g]
+    kept = set(sorted((f for f in joined if len(f) >= MIN_FRAGMENT_CHARS), key=len, reverse=True)[:4])
+    chosen = [f for f in joined if f in kept]
+    return tuple(chosen + [""] * (4 - len(chosen)))  # type: ignore[return-value]
+
+
+def encode_facts(text: str, fragments: tuple[str, ...]) -> str:
+    """A result's facts text as stored: each shared fragment replaced by its marker, when reading it
+    back (decode_facts, FACTS_SQL) gives exactly `text`; else `text` itself. A text that holds a marker
+    of its own could not be read back as written: refused (ValueError), never stored changed."""
+    if decode_facts(text, fragments) != text:
+        raise ValueError("the facts hold text that marks a shared fragment")
+    out = text
+    for marker, fragment in zip(FACT_MARKERS, fragments, strict=True):
+        if fragment:
+            out = out.replace(fragment, marker)
+    return out if decode_facts(out, fragments) == text else text
+
+
+def decode_facts(text: str, fragments: tuple[str, ...]) -> str:
+    """The facts text as written, from the stored text and its file's fragments (what FACTS_SQL does)."""
+    for marker, fragment in reversed(list(zip(FACT_MARKERS, fragments, strict=True))):
+        text = text.replace(marker, fragment)
+    return text
+
+
+def _facts_dict(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def facts_sql(table: str) -> str:
+    """The SQL of a run's facts as written (the shared fragments of an imported file put back), for a
+    query on `table` (a name or an alias of runs). A run that is not imported costs one test."""
+    decoded = f"{table}.facts"
+    for i in range(4, 0, -1):
+        decoded = f"replace({decoded}, '{FACT_MARKERS[i - 1]}', f.f{i})"
+    return (f"CASE WHEN {table}.content_hash IS NULL THEN {table}.facts ELSE coalesce((SELECT {decoded}"
+            f" FROM import_files f WHERE f.sha256 = substr({table}.content_hash, 1, 64)), {table}.facts) END")
+
+
 # Ordered (version, what it does, step): a database at version v < N gets each later step, each in
 # its own transaction that also sets user_version. Append a step (never edit one) to change the schema.
 MIGRATIONS: tuple[tuple[int, str, Callable[[sqlite3.Connection], None]], ...] = (
     (1, "tables systems, runs, metrics, campaigns, artifacts, meta", _v1),
     (2, "raw outputs stored once per content, compressed: table blobs", _v2),
     (3, "runs excluded by a user and notes on runs: tables curation, notes", _v3),
+    (4, "what the results of an imported file share, stored once: table import_files", _v4),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 # The oldest version a read command reads as it is (it may not upgrade: it never writes). Version 2
@@ -326,6 +485,7 @@ class Store:
         self._batch: list | None = None  # [writes since commit, commit every, seconds, since] inside batch()
         self._depth = 0  # transactions open inside a batch (savepoints): only the outermost is a write
         self._last_digest: tuple[bytes, str] | None = None  # an import's N results share one file
+        self._bases: dict[str, tuple[str, bytes]] = {}  # benchmark -> a blob its next imported files compress against
         facts = inspect_file(self.path)
         if facts is not None and not facts.sidecar:
             facts.check_header(self.path)
@@ -336,6 +496,8 @@ class Store:
         self.has_curation = self.conn.execute(  # False only for a version-1 or -2 file opened read-only
             "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name IN ('curation', 'notes')"
         ).fetchone()[0] == 2
+        self.has_import_files = self.conn.execute(  # False only for a file before version 4 opened read-only
+            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='import_files'").fetchone() is not None
 
     def _open_write(self, facts: FileFacts | None) -> sqlite3.Connection:
         folder = self.path.parent
@@ -362,7 +524,7 @@ class Store:
             if version < SCHEMA_VERSION:
                 self.migrated_from = version if tables else None
                 _migrate(conn)
-                if self.migrated_from is not None and self.migrated_from < 2:
+                if self.migrated_from is not None and self.migrated_from < 4:
                     _give_back_space(conn)
         return conn
 
@@ -427,7 +589,8 @@ class Store:
         other = object.__new__(Store)
         other.path, other.read_only, other.exists, other.migrated_from = self.path, self.read_only, self.exists, None
         other._batch, other._depth, other._last_digest, other.has_blobs = None, 0, None, self.has_blobs
-        other.has_curation = self.has_curation
+        other._bases = {}
+        other.has_curation, other.has_import_files = self.has_curation, self.has_import_files
         other.conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, detect_types=NOTES_TYPES)
         other.conn.execute("PRAGMA synchronous=NORMAL")
         other.conn.execute("PRAGMA foreign_keys=ON")
@@ -661,39 +824,101 @@ class Store:
     def add_imported_runs(self, runs: list[ImportedRun], artifact_name: str, artifact: bytes,
                           digest: str | None = None) -> list[ImportedRun]:
         """The results of one imported file, in one transaction (all or none); returns those stored
-        (a result whose content hash is stored already is left out). The file's bytes
-        (SHA-256 `digest`, computed here when not given) are stored once. Each table gets one
-        statement for the whole file (executemany): a file's 8 or 80 results cost a few statements,
-        not a few per result."""
+        (a result whose content hash is stored already is left out). The file's bytes (SHA-256 `digest`,
+        computed here when not given) are stored once, and so is what its results share (import_files:
+        the output they name, the facts text they have in common). Each table gets one statement for
+        the whole file (executemany), not one per result."""
         digest = digest or self._digest(artifact)
         with self.transaction() as c:
             stored = {row[0] for row in c.execute(
                 "SELECT content_hash FROM runs WHERE content_hash >= ? AND content_hash < ?",
-                (f"{digest}:", f"{digest};"))} if any(r.rec.content_hash for r in runs) else set()
+                (f"{digest}:", f"{digest};"))}
             runs = [r for r in runs if r.rec.content_hash is None or r.rec.content_hash not in stored]
             if not runs:
                 return []
+            texts = [_json(r.facts, default=str) for r in runs]
+            shared = self._import_file(c, runs, texts, artifact_name, len(artifact), digest, bool(stored))
+            if shared is not None:  # the file's row names the output, and holds the fragments
+                name, path, size, fragments = shared
+                texts = [encode_facts(t, fragments) if self._shares(r, digest) else t
+                         for t, r in zip(texts, runs, strict=True)]
             c.executemany(
                 "INSERT INTO runs (id, campaign, benchmark, params, repeat, status, valid, reason, started_at,"
                 " ended_at, duration_s, workdir, env, launcher, nodes, tags, facts, source, content_hash)"
                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,'{}',?,?,?,?,?,?)",
                 [(r.rec.id, r.rec.campaign, r.rec.benchmark, _json(r.rec.params, sort_keys=True), r.rec.repeat,
                   "ok" if r.valid else "invalid", int(r.valid), r.reason, r.started_at or now_iso(), r.ended_at,
-                  r.duration_s, r.rec.workdir, IMPORT_LAUNCHER, r.rec.nodes, _json(r.rec.tags),
-                  _json(r.facts, default=str), r.rec.source, r.rec.content_hash) for r in runs])
+                  r.duration_s, r.rec.workdir, IMPORT_LAUNCHER, r.rec.nodes, _json(r.rec.tags), text,
+                  r.rec.source, r.rec.content_hash) for r, text in zip(runs, texts, strict=True)])
             self._insert_metrics_of(c, [(r.rec.id, r.metrics) for r in runs])
-            _store_blob(c, digest, len(artifact), artifact)
+            self._store_file_bytes(c, runs[0].rec.benchmark, digest, artifact)
             c.executemany("INSERT INTO artifacts (run_id, name, path, sha256, size) VALUES (?,?,?,?,?)",
                           [(r.rec.id, artifact_name, r.facts.get("source_file"), digest, len(artifact))
-                           for r in runs])
+                           for r in runs if shared is None or not self._shares(r, digest)
+                           or (artifact_name, r.facts.get("source_file"), len(artifact)) != shared[:3]])
         return runs
+
+    def _digest(self, data: bytes) -> str:
+        """SHA-256 of an artifact; the N results of one imported file pass the same bytes object N
+        times, hashed once (the reference held keeps the object, so identity cannot be reused)."""
+        if self._last_digest is None or self._last_digest[0] is not data:
+            self._last_digest = (data, hashlib.sha256(data).hexdigest())
+        return self._last_digest[1]
+
+    def _store_file_bytes(self, c: sqlite3.Connection, kind: str, digest: str, data: bytes) -> None:
+        """An imported file's bytes, compressed against the first file of its kind this import stored
+        (its base, still stored and compressed alone: a savepoint rolled back or another process may
+        have removed it); the first, or one stored when the base has gone, becomes the base."""
+        base = self._bases.get(kind) if self.has_import_files else None
+        if base is not None and c.execute("SELECT 1 FROM blobs WHERE sha256=? AND base IS NULL AND codec IN"
+                                          " ('zlib', 'raw')", (base[0],)).fetchone() is None:
+            del self._bases[kind]
+            base = None
+        codec = _store_blob(c, digest, len(data), data, base=base)
+        if base is None and codec in ("zlib", "raw") and self.has_import_files:
+            self._bases[kind] = (digest, data[-BASE_DICT_BYTES:])
+
+    def _import_file(self, c: sqlite3.Connection, runs: list[ImportedRun], texts: list[str], name: str, size: int,
+                     digest: str, stored_before: bool) -> tuple[str, str | None, int, tuple[str, ...]] | None:
+        """(name, path, size, fragments) of the file's import_files row, made now from these results when
+        the file has none; None when its results cannot share one (a store before version 4 opened
+        read-only, content hashes that are not the file's, results of it stored before without one)."""
+        if not self.has_import_files or not any(self._shares(r, digest) for r in runs):
+            return None
+        row = c.execute("SELECT name, path, size, f1, f2, f3, f4 FROM import_files WHERE sha256=?",
+                        (digest,)).fetchone()
+        if row is not None:
+            return row[0], row[1], row[2], tuple(row[3:7])
+        if stored_before:
+            return None
+        mine = [(r.facts, t) for r, t in zip(runs, texts, strict=True) if self._shares(r, digest)]
+        fragments = shared_fragments([f for f, _ in mine], [t for _, t in mine])
+        path = mine[0][0].get("source_file")
+        c.execute("INSERT INTO import_files (sha256, name, path, size, f1, f2, f3, f4) VALUES (?,?,?,?,?,?,?,?)",
+                  (digest, name, path, size, *fragments))
+        return name, path, size, fragments
+
+    @staticmethod
+    def _shares(run: ImportedRun, digest: str) -> bool:
+        """A result of the file with this SHA-256 (its content hash says so): it may share the file's row."""
+        return bool(run.rec.content_hash) and run.rec.content_hash.startswith(f"{digest}:")
+
+    def set_imported_facts(self, run_id: str, facts: dict) -> None:
+        """Replace an imported run's facts (inside the caller's transaction), stored as add_imported_runs
+        stores them: its file's shared fragments marked."""
+        text = _json(facts, default=str)
+        row = self.conn.execute(
+            "SELECT f.f1, f.f2, f.f3, f.f4 FROM runs r JOIN import_files f ON f.sha256 = substr(r.content_hash, 1, 64)"
+            " WHERE r.id=? AND r.content_hash IS NOT NULL", (run_id,)).fetchone() if self.has_import_files else None
+        self.conn.execute("UPDATE runs SET facts=? WHERE id=?",
+                          (encode_facts(text, tuple(row)) if row is not None else text, run_id))
 
     def imported(self, digest: str) -> dict[str, sqlite3.Row]:
         """Content hash -> the stored row (id, params, tags, facts, valid, reason, started_at, ended_at,
         duration_s) of every result stored from the file with this SHA-256: one range read of the
         content index for a whole file."""
-        rows = self.conn.execute("SELECT id, params, tags, facts, valid, reason, started_at, ended_at, duration_s,"
-                                 " content_hash FROM runs WHERE content_hash >= ? AND content_hash < ?",
+        rows = self.conn.execute(f"SELECT id, params, tags, {self.facts_column()}, valid, reason, started_at, ended_at,"
+                                 " duration_s, content_hash FROM runs WHERE content_hash >= ? AND content_hash < ?",
                                  (f"{digest}:", f"{digest};")).fetchall()
         return {row["content_hash"]: row for row in rows}
 
@@ -800,6 +1025,11 @@ class Store:
                 marks = ",".join("?" * len(chunk))
                 for table in counted:
                     found = c.execute(f"SELECT COUNT(*) FROM {table} WHERE run_id IN ({marks})", chunk).fetchone()[0]
+                    if table == "artifacts" and self.has_import_files:
+                        found += c.execute(  # the outputs their imported files' rows name
+                            f"SELECT COUNT(*) FROM runs r WHERE r.id IN ({marks}) AND r.content_hash IS NOT NULL"
+                            " AND EXISTS (SELECT 1 FROM import_files f WHERE f.sha256 = substr(r.content_hash, 1, 64))"
+                            " AND NOT EXISTS (SELECT 1 FROM artifacts o WHERE o.run_id = r.id)", chunk).fetchone()[0]
                     name = "excluded" if table == "curation" else table
                     setattr(done, name, getattr(done, name) + found)
                 for run_id, workdir in c.execute(f"SELECT id, workdir FROM runs WHERE id IN ({marks})", chunk):
@@ -874,6 +1104,10 @@ class Store:
 
     # ------------------------------------------------------------------ reads
 
+    def facts_column(self, table: str = "runs") -> str:
+        """The SQL of a run's facts as written, named facts (see run_columns)."""
+        return f"{facts_sql(table)} AS facts" if self.has_import_files else f"{table}.facts"
+
     def curation_columns(self, table: str = "runs") -> str:
         """The SQL of the two columns every full run row carries, `excluded` and `notes`, for a
         query on `table` (a name or an alias of runs). Constant when nothing is curated, so a store
@@ -883,14 +1117,23 @@ class Store:
             return _NO_CURATION_SQL
         return _EXCLUDED_SQL.format(t=table) + ", " + _NOTES_SQL.format(t=table)
 
+    def run_columns(self, table: str = "runs") -> str:
+        """The SQL of every column of a run row, in the table's order, for a query on `table` (a name or
+        an alias of runs): `*`, but with the facts as written (facts_sql) once imported files share theirs."""
+        if not self.has_import_files:
+            return f"{table}.*"
+        return ", ".join(f"{facts_sql(table)} AS facts" if c == "facts" else f"{table}.{c}" for c in RUN_COLUMNS)
+
     def run(self, run_id: str) -> sqlite3.Row | None:
-        return self.conn.execute(f"SELECT *, {self.curation_columns()} FROM runs WHERE id=?", (run_id,)).fetchone()
+        return self.conn.execute(f"SELECT {self.run_columns()}, {self.curation_columns()} FROM runs WHERE id=?",
+                                 (run_id,)).fetchone()
 
     def runs(self, benchmark: str | None = None, campaign: str | None = None,
              status: str | None = None, limit: int | None = None) -> list[sqlite3.Row]:
         """Runs matching the filters, newest first, at most `limit` (None or 0: all)."""
         where, args = self._filters(benchmark, campaign, status)
-        sql = f"SELECT *, {self.curation_columns()} FROM runs WHERE 1=1{where} ORDER BY started_at DESC"
+        sql = (f"SELECT {self.run_columns()}, {self.curation_columns()} FROM runs WHERE 1=1{where}"
+               " ORDER BY started_at DESC")
         if limit:
             sql += f" LIMIT {int(limit)}"
         return self.conn.execute(sql, args).fetchall()
@@ -946,16 +1189,22 @@ class Store:
                                     " NULL AS packed FROM artifacts WHERE run_id=? AND name=?",
                                     (run_id, name)).fetchone()
         else:
+            base = (", b.base, c.codec AS base_codec, c.content AS base_packed, c.size AS base_size"
+                    " FROM ({}) a LEFT JOIN blobs b ON b.sha256 = a.sha256 LEFT JOIN blobs c ON c.sha256 = b.base"
+                    if self.has_import_files else " FROM ({}) a LEFT JOIN blobs b ON b.sha256 = a.sha256")
             row = self.conn.execute(
                 "SELECT a.run_id, a.name, a.path, a.sha256, a.size, a.content AS inline, b.codec,"
-                " b.content AS packed FROM artifacts a LEFT JOIN blobs b ON b.sha256 = a.sha256"
-                " WHERE a.run_id=? AND a.name=?", (run_id, name)).fetchone()
+                " b.content AS packed" + base.format(self._artifact_rows()) + " WHERE a.name=?",
+                (run_id, run_id, name) if self.has_import_files else (run_id, name)).fetchone()
         if row is None:
             return None
         out = {k: row[k] for k in ("run_id", "name", "path", "sha256", "size")}
         codec, packed = ("raw", row["inline"]) if row["inline"] is not None else (row["codec"], row["packed"])
         try:
-            out["content"] = unpack(codec, packed, row["size"], row["sha256"])
+            base = None
+            if codec == DELTA_CODEC and row["base_codec"] is not None:
+                base = unpack(row["base_codec"], row["base_packed"], row["base_size"], row["base"])
+            out["content"] = unpack(codec, packed, row["size"], row["sha256"], base)
         except BlobDamaged as exc:
             raise EnvironmentProblem(f"the stored copy of output {name!r} of run {run_id} is damaged: {exc}",
                                      where=str(self.path),
@@ -965,8 +1214,20 @@ class Store:
         return out
 
     def artifacts(self, run_id: str) -> list[sqlite3.Row]:
-        return self.conn.execute("SELECT run_id, name, path, sha256, size FROM artifacts WHERE run_id=?",
-                                 (run_id,)).fetchall()
+        return self.conn.execute(f"SELECT run_id, name, path, sha256, size FROM ({self._artifact_rows()})",
+                                 (run_id, run_id) if self.has_import_files else (run_id,)).fetchall()
+
+    def _artifact_rows(self) -> str:
+        """The SQL of one run's artifact rows (run_id, name, path, sha256, size, content), the run id its
+        parameter (twice once files are shared): its own rows, else the output its imported file's row
+        names (version 4 writes no artifacts row for that)."""
+        own = "SELECT run_id, name, path, sha256, size, content FROM artifacts WHERE run_id=?"
+        if not self.has_import_files:
+            return own
+        return (f"{own} UNION ALL SELECT r.id, f.name, f.path, f.sha256, f.size, NULL FROM runs r"
+                " JOIN import_files f ON f.sha256 = substr(r.content_hash, 1, 64)"
+                " WHERE r.id=? AND r.content_hash IS NOT NULL"
+                " AND NOT EXISTS (SELECT 1 FROM artifacts o WHERE o.run_id = r.id)")
 
     def system(self, system_id: str) -> sqlite3.Row | None:
         return self.conn.execute("SELECT * FROM systems WHERE id=?", (system_id,)).fetchone()
@@ -976,7 +1237,7 @@ class Store:
                     campaign: str | None = None) -> list[sqlite3.Row]:
         """Metrics joined with their runs: the shape analysis and the planner read."""
         sql = ("SELECT r.id AS run_id, r.benchmark, r.campaign, r.params, r.repeat, r.status,"
-               " r.valid AS run_valid, r.system_id, r.started_at, r.duration_s, r.tags, r.facts,"
+               f" r.valid AS run_valid, r.system_id, r.started_at, r.duration_s, r.tags, {self.facts_column('r')},"
                f" m.name, m.value, m.unit, m.higher_is_better, m.labels, m.valid, {self.curation_columns('r')}"
                " FROM metrics m JOIN runs r ON r.id = m.run_id WHERE 1=1")
         args: list = []
@@ -1011,17 +1272,18 @@ class Store:
         json_type, NULL when absent) and v<i> (its json_extract), so a term on one parameter does
         not decode every run's parameters in Python. A malformed JSON text makes SQLite fail the
         query (sqlite3.OperationalError): the caller then decodes in Python."""
-        names, args = f"*, {self.curation_columns()}", []
+        names, args = f"{self.run_columns()}, {self.curation_columns()}", []
         if columns is not None:
             columns = list(columns)
             unknown = [c for c in columns if c not in RUN_COLUMNS]
             if unknown:
                 raise ValueError(f"not a run column: {unknown[0]}")
-            names = ", ".join(columns)
+            names = ", ".join(self.facts_column() if c == "facts" else c for c in columns)
         for i, (column, path) in enumerate(extracts):
             if column not in JSON_RUN_COLUMNS:
                 raise ValueError(f"not a JSON run column: {column}")
-            names += f", json_type({column}, ?) AS t{i}, json_extract({column}, ?) AS v{i}"
+            value = self.facts_column().removesuffix(" AS facts") if column == "facts" else column
+            names += f", json_type({value}, ?) AS t{i}, json_extract({value}, ?) AS v{i}"
             args += [path, path]
         sql = f"SELECT {names} FROM runs WHERE 1=1"
         for column, values in alternatives.items():
@@ -1039,8 +1301,8 @@ class Store:
         ids, rows, extra = list(ids), {}, self.curation_columns()
         for start in range(0, len(ids), 500):  # SQLite limits the number of parameters
             chunk = ids[start:start + 500]
-            for row in self.conn.execute(f"SELECT *, {extra} FROM runs WHERE id IN ({','.join('?' * len(chunk))})",
-                                         chunk):
+            for row in self.conn.execute(f"SELECT {self.run_columns()}, {extra} FROM runs"
+                                         f" WHERE id IN ({','.join('?' * len(chunk))})", chunk):
                 rows[row["id"]] = row
         return rows
 
@@ -1050,7 +1312,8 @@ class Store:
 
     def all_runs(self) -> list[sqlite3.Row]:
         """Every run, oldest first: what selections (reports, comparisons) filter."""
-        return self.conn.execute(f"SELECT *, {self.curation_columns()} FROM runs ORDER BY started_at, id").fetchall()
+        return self.conn.execute(f"SELECT {self.run_columns()}, {self.curation_columns()} FROM runs"
+                                 " ORDER BY started_at, id").fetchall()
 
     def run_count(self) -> int:
         return self.conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
@@ -1239,21 +1502,34 @@ def pack(data: bytes | None) -> tuple[str, bytes | None]:
     return ("zlib", packed) if len(packed) < len(data) else ("raw", data)
 
 
+BASE_DICT_BYTES = 32768  # of a base's bytes, the last this many are the dictionary (zlib's window: no use for more)
+DELTA_CODEC = "zlib+base"
+
+
+def pack_against(data: bytes, base: bytes) -> bytes:
+    """`data` compressed with the end of `base` (an earlier file's bytes) as zlib's preset dictionary."""
+    packer = zlib.compressobj(ZLIB_LEVEL, zdict=base[-BASE_DICT_BYTES:])
+    return packer.compress(data) + packer.flush()
+
+
 class BlobDamaged(ValueError):
     """Stored bytes that do not decode to their recorded size and hash."""
 
 
-def unpack(codec: str | None, content, size: int, sha256: str) -> bytes | None:
+def unpack(codec: str | None, content, size: int, sha256: str, base: bytes | None = None) -> bytes | None:
     """The original bytes of a blob, checked against its size and hash; None when they were not
     kept (codec 'none', or no blob). Decompression stops one byte past `size`: a damaged or
-    hostile blob cannot make it allocate more than the output it claims to be."""
+    hostile blob cannot make it allocate more than the output it claims to be. `base`: the
+    original bytes of the blob a 'zlib+base' blob was compressed against."""
     if codec in (None, "none") or content is None:
         return None
     data = content.encode() if isinstance(content, str) else bytes(content)
-    if codec == "zlib":
+    if codec in ("zlib", DELTA_CODEC):
         if not isinstance(size, int) or not 0 <= size <= MAX_BLOB_BYTES:
             raise BlobDamaged(f"its recorded size {size!r} is not a size it could have been kept at")
-        inflater = zlib.decompressobj()
+        if codec == DELTA_CODEC and base is None:
+            raise BlobDamaged("the blob it was compressed against is missing or damaged")
+        inflater = zlib.decompressobj(zdict=base[-BASE_DICT_BYTES:]) if base is not None else zlib.decompressobj()
         try:
             data = inflater.decompress(data, size + 1)
         except zlib.error as exc:
@@ -1268,18 +1544,31 @@ def unpack(codec: str | None, content, size: int, sha256: str) -> bytes | None:
 
 
 def _store_blob(conn: sqlite3.Connection, digest: str, size: int, data: bytes | None,
-                packed: tuple[str, bytes | None] | None = None) -> None:
+                packed: tuple[str, bytes | None] | None = None, base: tuple[str, bytes] | None = None) -> str | None:
     """Keep these bytes under their hash unless they are kept already (then nothing is compressed
-    or written). A blob recorded as not kept ('none') gets the bytes when a later writer has them."""
+    or written). A blob recorded as not kept ('none') gets the bytes when a later writer has them.
+    With `base` (the SHA-256 and bytes of a blob compressed alone: the caller checked it is stored),
+    compressed against it when that is smaller. Returns the codec written (None: nothing written)."""
     row = conn.execute("SELECT codec FROM blobs WHERE sha256=?", (digest,)).fetchone()
     if row is not None and (row[0] != "none" or data is None):
-        return
+        return None
     kept = data if data is not None and len(data) <= MAX_BLOB_BYTES else None
     codec, content = packed if packed is not None else pack(kept)
-    conn.execute("INSERT INTO blobs (sha256, size, stored, codec, content) VALUES (?,?,?,?,?)"
-                 " ON CONFLICT(sha256) DO UPDATE SET stored=excluded.stored, codec=excluded.codec,"
-                 " content=excluded.content",
-                 (digest, size, 0 if content is None else len(content), codec, content))
+    against = None
+    if base is not None and kept is not None and content is not None and base[0] != digest:
+        delta = pack_against(kept, base[1])
+        if len(delta) < len(content):
+            codec, content, against = DELTA_CODEC, delta, base[0]
+    values = (digest, size, 0 if content is None else len(content), codec, content)
+    if against is None:
+        conn.execute("INSERT INTO blobs (sha256, size, stored, codec, content) VALUES (?,?,?,?,?)"
+                     " ON CONFLICT(sha256) DO UPDATE SET stored=excluded.stored, codec=excluded.codec,"
+                     " content=excluded.content", values)
+    else:
+        conn.execute("INSERT INTO blobs (sha256, size, stored, codec, content, base) VALUES (?,?,?,?,?,?)"
+                     " ON CONFLICT(sha256) DO UPDATE SET stored=excluded.stored, codec=excluded.codec,"
+                     " content=excluded.content, base=excluded.base", (*values, against))
+    return codec
 
 
 def check_tag_key(key) -> str:
@@ -1633,13 +1922,24 @@ def _check_contents(conn: sqlite3.Connection, path: Path, report: CheckReport) -
     if counts:
         report.notes.append(f"{counts[0][0]} runs, {counts[0][1]} metric values")
     if "artifacts" in tables:
-        _check_outputs(conn, ask, report, path, "blobs" in tables)
+        _check_outputs(conn, ask, report, path, "blobs" in tables, "import_files" in tables)
 
 
 MAX_REPORTED = 100  # problems of one kind listed; the rest counted
 
 
-def _check_outputs(conn: sqlite3.Connection, ask: Callable, report: CheckReport, path: Path, blobs: bool) -> None:
+def _base_of(conn: sqlite3.Connection, sha256: str | None) -> bytes | None:
+    """The original bytes of the base blob a 'zlib+base' blob needs, None when missing or damaged."""
+    row = conn.execute("SELECT codec, content, size FROM blobs WHERE sha256=?", (sha256,)).fetchone() \
+        if sha256 else None
+    try:
+        return unpack(row[0], row[1], row[2], str(sha256)) if row is not None else None
+    except BlobDamaged:
+        return None
+
+
+def _check_outputs(conn: sqlite3.Connection, ask: Callable, report: CheckReport, path: Path, blobs: bool,
+                   files: bool = False) -> None:
     """Every stored raw output decodes to the size and SHA-256 recorded when it was stored; every
     artifact has its bytes (or was too large to keep); blobs nothing refers to are counted."""
     damaged: list[str] = []
@@ -1647,7 +1947,8 @@ def _check_outputs(conn: sqlite3.Connection, ask: Callable, report: CheckReport,
     inline = "SELECT run_id, name, sha256, size, content FROM artifacts WHERE content IS NOT NULL"
     queries = [("reading the inline outputs", inline)]
     if blobs:
-        queries.append(("reading the stored outputs", "SELECT sha256, size, codec, content FROM blobs"))
+        queries.append(("reading the stored outputs", "SELECT sha256, size, codec, content, "
+                        + ("base" if files else "NULL") + " FROM blobs"))
     for what, sql in queries:
         try:
             cursor = conn.execute(sql)
@@ -1659,7 +1960,7 @@ def _check_outputs(conn: sqlite3.Connection, ask: Callable, report: CheckReport,
                 else:
                     label, codec, content, size, digest = f"blob {str(row[0])[:12]}", row[2], row[3], row[1], row[0]
                 try:
-                    unpack(codec, content, size, digest)
+                    unpack(codec, content, size, digest, _base_of(conn, row[4]) if codec == DELTA_CODEC else None)
                 except BlobDamaged as exc:
                     damaged.append(f"{label}: {exc}")
         except sqlite3.DatabaseError as exc:
@@ -1673,9 +1974,14 @@ def _check_outputs(conn: sqlite3.Connection, ask: Callable, report: CheckReport,
         missing = ask("looking for outputs without their bytes",
                       "SELECT a.run_id, a.name FROM artifacts a LEFT JOIN blobs b ON b.sha256 = a.sha256"
                       f" WHERE b.sha256 IS NULL AND a.content IS NULL LIMIT {MAX_REPORTED}") or []
+        if files:  # an imported file's output, named by its row for all of its results
+            missing += ask("looking for imported files without their bytes",
+                           "SELECT 'the runs of ' || f.sha256, f.name FROM import_files f LEFT JOIN blobs b"
+                           f" ON b.sha256 = f.sha256 WHERE b.sha256 IS NULL LIMIT {MAX_REPORTED}") or []
         report.problems += [f"raw output {row[1]!r} of run {row[0]}: its blob is missing" for row in missing]
+        referenced = " AND NOT EXISTS (SELECT 1 FROM import_files f WHERE f.sha256 = b.sha256)" if files else ""
         unused = ask("counting unreferenced blobs", "SELECT COUNT(*) FROM blobs b WHERE NOT EXISTS"
-                     " (SELECT 1 FROM artifacts a WHERE a.sha256 = b.sha256)")
+                     f" (SELECT 1 FROM artifacts a WHERE a.sha256 = b.sha256){referenced}")
         if unused and unused[0][0]:
             report.notes.append(f"{unused[0][0]} stored outputs no run refers to (space only, harmless)")
         damaged += [str(row) for row in missing]

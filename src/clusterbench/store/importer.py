@@ -644,8 +644,7 @@ def _update_stored(store: Store, prior: sqlite3.Row, prior_facts: dict, params: 
     if not changed - {"tags"}:
         return changed
     with store.transaction() as c:
-        c.execute("UPDATE runs SET facts=? WHERE id=?", (json.dumps(new_facts, separators=(",", ":"), default=str),
-                                                          run_id))
+        store.set_imported_facts(run_id, new_facts)
         if "params" in changed:
             c.execute("UPDATE runs SET params=? WHERE id=?",
                       (json.dumps(params, sort_keys=True, separators=(",", ":")), run_id))
