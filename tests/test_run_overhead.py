@@ -170,3 +170,28 @@ def test_the_plain_top_level_help_says_what_the_commands_say():
     assert declared == listed, (declared, listed)
     page = fast_help.text()
     assert all(f"  {name} " in page for name in said)
+
+
+def test_bench_reads_the_state_ahead_from_its_start_and_the_run_takes_that_read(tmp_path):
+    """`bench` starts the state read before typer is set up (cli._read_state_ahead): one read is started
+    and the run uses it; with bad input the read may start but nothing is built and nothing runs."""
+    from clusterbench.native.build import clock_binary
+
+    clock_binary()  # the early read needs the clock kernel built; it never builds it itself
+    code = ("import sys; sys.argv = ['clusterbench', 'bench', 'stream', '-p', 'n=100000', '--json']\n"
+            "from clusterbench.cli import main\n"
+            "from clusterbench.execution import observe\n"
+            "first = []\n"
+            "real = observe.prefetch_state\n"
+            "def spy(*a, **k):\n    first.append('typer' in sys.modules)\n    return real(*a, **k)\n"
+            "observe.prefetch_state = spy\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print('STATS', first[0], observe.prefetch_stats['started'], observe.prefetch_stats['used'])")
+    env = dict(os.environ) | {"CLUSTERBENCH_DB": str(tmp_path / "r.db")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    # the first read started before typer was imported; the run took it (one read started, one used)
+    assert out.stdout.rstrip().endswith("STATS False 1 1"), out.stdout[-500:] + out.stderr[-2000:]
+    bad = subprocess.run([sys.executable, "-m", "clusterbench", "bench", "stream", "-p", "n=-5"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr, bad.stderr

@@ -93,6 +93,21 @@ def version() -> str:
         return __version__
 
 
+def _read_state_ahead() -> None:
+    """`bench` starts reading this machine's state (execution/observe.py) before typer is set up and
+    the point expanded: the read (~0.15 s, a clock measurement of 60 ms in it) then overlaps that work
+    instead of adding to each run. Only with the clock kernel already built: bad input builds nothing.
+    The run takes this read when its nodes and environment match (the same script), else reads again."""
+    import os
+
+    from clusterbench.execution import observe
+    from clusterbench.native.build import built_clock_binary
+
+    clock = built_clock_binary()
+    if clock is not None:
+        observe.prefetch_state(["localhost"], dict(os.environ), str(clock))
+
+
 def main() -> None:
     if sys.argv[1:2] in (["--version"], ["-V"]):  # answered before typer and rich are imported: fast
         print(f"clusterbench {version()}")
@@ -107,7 +122,10 @@ def main() -> None:
     from clusterbench import limits
     from clusterbench.errors import UserInputError
 
-    module = COMMANDS.get(command_word(sys.argv[1:]) or "")
+    word = command_word(sys.argv[1:])
+    if word == "bench" and not {"--help", "-h"} & set(sys.argv):
+        _read_state_ahead()
+    module = COMMANDS.get(word or "")
     if module:
         register(module)
     else:

@@ -97,15 +97,7 @@ def build(kernel: str, mpi: bool, openmp: bool = False, libs: tuple[str, ...] = 
     """The cached binary of `kernel` for this toolchain and these flags, compiled if needed.
 
     Each MPI gets its own binary: the wrapper's `--showme`/`-show` is part of the key."""
-    source = source_path(kernel)
-    compiler = find_compiler(mpi, mpi_choice)
-    flags = list(cflags if cflags is not None else default_cflags())
-    if openmp:
-        flags.append("-fopenmp")
-    flags += [f"-D{d}" for d in defines]
-    inputs = {"kernel": kernel, "toolchain": toolchain_identity(compiler), "flags": flags, "libs": list(libs),
-              "source_sha256": source_digest(source)}
-    folder = cache.entry(cache_root(), kernel, inputs)
+    folder, inputs, compiler, flags, source = _cache_entry(kernel, mpi, openmp, libs, cflags, defines, mpi_choice)
     binary = folder / kernel
 
     def command(output: Path) -> list[str]:
@@ -122,6 +114,21 @@ def build(kernel: str, mpi: bool, openmp: bool = False, libs: tuple[str, ...] = 
             (staged / "build.json").write_text(json.dumps(inputs | {"command": made.command}, indent=2))
             cache.publish(staged, folder)
     return made
+
+
+def _cache_entry(kernel: str, mpi: bool, openmp: bool = False, libs: tuple[str, ...] = (),
+                 cflags: list[str] | None = None, defines: tuple[str, ...] = (), mpi_choice: str | None = None,
+                 ) -> tuple[Path, dict, str, list[str], Path]:
+    """The cache folder of `kernel` built with these inputs, the inputs, compiler, flags and source."""
+    source = source_path(kernel)
+    compiler = find_compiler(mpi, mpi_choice)
+    flags = list(cflags if cflags is not None else default_cflags())
+    if openmp:
+        flags.append("-fopenmp")
+    flags += [f"-D{d}" for d in defines]
+    inputs = {"kernel": kernel, "toolchain": toolchain_identity(compiler), "flags": flags, "libs": list(libs),
+              "source_sha256": source_digest(source)}
+    return cache.entry(cache_root(), kernel, inputs), inputs, compiler, flags, source
 
 
 def _runnable(binary: Path) -> bool:
@@ -143,3 +150,13 @@ def clock_binary() -> Path:
     """The fmaclock kernel (plain `cc`, no MPI) that the node-state script runs to measure the
     core clock; built once per toolchain and flags, in the shared cache the nodes also see."""
     return build("fmaclock", mpi=False).binary
+
+
+def built_clock_binary() -> Path | None:
+    """The clock kernel when it is already built, else None; never compiles. For reading the state
+    before the command line is checked (cli.main), where bad input must build nothing."""
+    try:
+        binary = _cache_entry("fmaclock", mpi=False)[0] / "fmaclock"
+    except (UserInputError, OSError):  # no compiler: the run reads the state without a clock
+        return None
+    return binary if _runnable(binary) else None
