@@ -98,6 +98,15 @@ def test_pingpong_full_table_0_to_4_mib():
     assert one_mib > _metric(result, "pingpong_bandwidth", bytes=1)[0]
 
 
+def test_pingpong_volume_caps_the_repetitions_of_large_sizes():
+    """volume_mib=2: 1 MiB is sent twice, 2 MiB once; small sizes keep `iter` (the cluster run's pair phase
+    uses this so a slow cable costs seconds, not IMB's 40 MiB per size)."""
+    result = _run("pingpong", "-p", "min_log2=19", "-p", "max_log2=21", "-p", "iter=100", "-p", "volume_mib=2")
+    reps = {m["labels"]["bytes"]: m["labels"]["repetitions"] for m in result["metrics"]
+            if m["name"] == "pingpong_time_us"}
+    assert reps == {0: 100, 2**19: 4, 2**20: 2, 2**21: 1}
+
+
 def test_pingpong_policy_off_repeats_every_size_alike():
     result = _run("pingpong", "-p", "max_log2=12", "-p", "iter=50", "-p", "iter_policy=off")
     assert {m["labels"]["repetitions"] for m in result["metrics"] if m["name"] == "pingpong_time_us"} == {50}
@@ -138,6 +147,7 @@ def test_affinity_matches_bind_to_none():
     (["stream", "-p", f"n={10**12}"], "more than the"),
     (["dgemm", "-p", f"n={10**6}"], "more than the"),
     (["pingpong", "-p", "ranks=1"], "at least 2 ranks"),
+    (["pingpong", "-p", "volume_mib=0"], "volume_mib"),
     (["stream", "-p", "bind_to=everywhere"], "bind_to must be one of"),
     (["nosuch"], "unknown benchmark"),
 ])

@@ -1,8 +1,8 @@
 """`pingpong`: latency and bandwidth between two ranks by the IMB PingPong method (own C kernel).
 
 Message sizes 0 and 2^min_log2 .. 2^max_log2 bytes; warm-up; repetitions per size by IMB's
-policy (at most `iter`, fewer for large messages so that each size moves about 40 MiB), or
-`iter` for every size with `iter_policy: off`. One-way time in microseconds, bandwidth in
+policy (at most `iter`, fewer for large messages so that each size moves about 40 MiB, or
+`volume_mib`), or `iter` for every size with `iter_policy: off`. One-way time in microseconds, bandwidth in
 MB/s (10^6 bytes); latency is the 0-byte time. Where the two ranks sit is the placement:
 `map_by: core` keeps them on one socket, `map_by: socket` puts them on two, `map_by: node`
 on two nodes.
@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from clusterbench.bench.declare import MetricSpec, ReportUse
-from clusterbench.bench.imb.sizing import exchange_seconds
+from clusterbench.bench.imb.sizing import IMB_OVERALL_VOLUME, exchange_seconds
 from clusterbench.bench.metrics import Metric, Outcome
 from clusterbench.bench.native import GUESS_START_S, KERNEL_PARAMS, NativeKernel
 from clusterbench.bench.params import Param
@@ -22,12 +22,18 @@ from clusterbench.errors import UserInputError
 from clusterbench.system.discover import SystemInfo
 
 MAX_LOG2 = 30  # 1 GiB messages: beyond, buffers stop being a message-passing question
+MAX_VOLUME_MIB = 64 * 1024  # a size's volume under the dynamic policy: 64 GiB is hours on a slow link
 _ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s*$", re.M)
 _HOSTS = re.compile(r"rank 0 on (\S+), rank 1 on (\S+)")
 
 
 def parse_pingpong(text: str) -> list[tuple[int, int, float, float]]:
     return [(int(b), int(r), float(t), float(bw)) for b, r, t, bw in _ROW.findall(text)]
+
+
+def _volume(point: dict) -> int:
+    """Bytes each size moves at most under the dynamic policy."""
+    return point["volume_mib"] * 2**20 if point.get("volume_mib") else IMB_OVERALL_VOLUME
 
 
 class PingPong(NativeKernel):
@@ -51,6 +57,8 @@ class PingPong(NativeKernel):
         Param("iter", int, 1000, "repetitions per size (the most, with the dynamic policy)", minimum=1),
         Param("iter_policy", str, "dynamic", "dynamic (IMB's default: fewer repetitions for large messages) "
               "or off", choices=("dynamic", "off")),
+        Param("volume_mib", int, None, "MiB each size moves at most with the dynamic policy (default: IMB's 40); "
+              "less makes large sizes quick on a slow link", minimum=1, maximum=MAX_VOLUME_MIB),
         *KERNEL_PARAMS,
     )
 
@@ -68,11 +76,11 @@ class PingPong(NativeKernel):
     def estimate_s(cls, point: dict, system: SystemInfo) -> float | None:
         """Two messages per repetition, repetitions as pingpong.c chooses them, warm-up included."""
         return GUESS_START_S + exchange_seconds(point["min_log2"], point["max_log2"], point["iter"],
-                                                point["iter_policy"] == "dynamic")
+                                                point["iter_policy"] == "dynamic", _volume(point))
 
     def arguments(self) -> list[str]:
         p = self.point
-        return [str(p["min_log2"]), str(p["max_log2"]), str(p["iter"]), p["iter_policy"]]
+        return [str(p["min_log2"]), str(p["max_log2"]), str(p["iter"]), p["iter_policy"], str(_volume(p))]
 
     def parse(self, workdir: Path) -> Outcome:
         text = self.stdout(workdir)

@@ -17,17 +17,19 @@ def message_sizes(min_log2: int, max_log2: int) -> list[int]:
     return [0, *(2**k for k in range(min_log2, max_log2 + 1))]
 
 
-def repetitions(size: int, iterations: int, dynamic: bool = True) -> int:
+def repetitions(size: int, iterations: int, dynamic: bool = True, volume: int = IMB_OVERALL_VOLUME) -> int:
     """Repetitions of one message size under IMB's policy (or `iterations` with the policy off)."""
     if dynamic and size:
-        return min(iterations, max(1, IMB_OVERALL_VOLUME // size))
+        return min(iterations, max(1, volume // size))
     return iterations
 
 
 GUESS_LATENCY_S = 5e-6  # one message, generous for shared memory and TCP alike
 
 
-def exchange_seconds(min_log2: int, max_log2: int, iterations: int, dynamic: bool) -> float:
+def exchange_seconds(min_log2: int, max_log2: int, iterations: int, dynamic: bool,
+                     volume: int = IMB_OVERALL_VOLUME) -> float:
     """A first guess of a ping-pong sweep's duration: two messages per repetition, plus warm-up."""
-    return sum(2 * (repetitions(size, iterations, dynamic) + 1) * (GUESS_LATENCY_S + size / GUESS_MEMORY_BYTES_S)
+    return sum(2 * (repetitions(size, iterations, dynamic, volume) + 1)
+               * (GUESS_LATENCY_S + size / GUESS_MEMORY_BYTES_S)
                for size in message_sizes(min_log2, max_log2))

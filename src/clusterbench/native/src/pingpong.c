@@ -6,10 +6,10 @@
  * MPI_Alloc_mem, as IMB; the one-way time is the elapsed time
  * / (2R), in microseconds, and the bandwidth is size / one-way time in MB/s (10^6 bytes).
  * Repetitions follow IMB's default policy: R = min(ITER, max(1, OVERALL_VOL / size)) with
- * OVERALL_VOL = 40 MiB, so large messages are repeated fewer times; policy "off" uses ITER
- * for every size.
+ * OVERALL_VOL = 40 MiB (or VOLUME bytes when given), so large messages are repeated fewer times;
+ * policy "off" uses ITER for every size.
  *
- * Usage: pingpong MIN_LOG2 MAX_LOG2 ITER POLICY(dynamic|off)
+ * Usage: pingpong MIN_LOG2 MAX_LOG2 ITER POLICY(dynamic|off) [VOLUME]
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -32,6 +32,7 @@ int main(int argc, char **argv) {
     }
     const int lo = atoi(argv[1]), hi = atoi(argv[2]), iter = atoi(argv[3]);
     const int dynamic = strcmp(argv[4], "off") != 0;
+    const long volume = argc > 5 && atol(argv[5]) > 0 ? atol(argv[5]) : OVERALL_VOL;
     const long maxbytes = 1L << hi;
     /* Buffers from MPI_Alloc_mem, as IMB allocates them: the MPI may hand out memory it can move
      * faster (aligned, registered), and both programs then measure the same thing. */
@@ -50,13 +51,13 @@ int main(int argc, char **argv) {
         printf("# clusterbench pingpong (IMB PingPong method)\n");
         printf("# ranks = %d, rank 0 on %s, rank 1 on %s\n", size, host, peer);
         printf("# iter = %d, policy = %s, overall volume = %ld bytes\n", iter, dynamic ? "dynamic" : "off",
-               OVERALL_VOL);
+               volume);
         printf("#%11s %12s %14s %14s\n", "bytes", "repetitions", "t[usec]", "MB/s");
     }
     for (int k = lo - 1; k <= hi; k++) {  /* k = lo - 1 stands for the 0-byte message */
         const long bytes = k < lo ? 0 : 1L << k;
         long reps = iter;
-        if (dynamic && bytes > 0 && OVERALL_VOL / bytes < reps) reps = OVERALL_VOL / bytes > 0 ? OVERALL_VOL / bytes : 1;
+        if (dynamic && bytes > 0 && volume / bytes < reps) reps = volume / bytes > 0 ? volume / bytes : 1;
         long warmup = reps / WARMUP_PERCENT;
         if (warmup < MIN_WARMUP) warmup = reps < MIN_WARMUP ? reps : MIN_WARMUP;
         double t = 0;
