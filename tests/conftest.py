@@ -55,27 +55,61 @@ def fixture(relpath: str) -> Path:
                 allow_module_level=True)
 
 
+QUIET_BUSY_SHARE = 0.25  # of all CPUs, used by anything while no other test runs: the machine is not quiet
+QUIET_WAIT_S = 20  # how long a quiet test waits for that before it is skipped
+
+
 @pytest.fixture(autouse=True)
 def machine_share(request):
-    """Under pytest-xdist, a test marked `quiet_machine` runs alone: the cluster tests that compare the
-    virtual cluster's nodes (which share this machine's two cores) flagged a node or link as slow whenever
-    the other worker ran CPU-heavy tests at the same time. Every other test holds a shared lock; a quiet
-    one closes a gate, so no new test starts, and waits for the running ones to end."""
+    """A test marked `quiet_machine` runs alone, on a machine that is otherwise quiet: the cluster tests that
+    compare the virtual cluster's nodes (which share this machine's two cores) flagged a node or link as slow
+    whenever the other xdist worker ran CPU-heavy tests at the same time. Every other test holds a shared
+    lock; a quiet one closes a gate, so no new test starts, and waits for the running ones to end. Then it
+    waits up to QUIET_WAIT_S for a second in which the machine's CPUs are mostly idle, and is skipped with
+    the busy share when there is none: load from outside this suite (another job, busy loops) makes node
+    comparisons on shared cores meaningless, and no verdict of the tool can be checked then."""
     folder = os.environ.get("CLUSTERBENCH_TEST_LOCKS")
+    quiet = request.node.get_closest_marker("quiet_machine") is not None
     if not folder or "PYTEST_XDIST_WORKER" not in os.environ or not Path(folder).is_dir():
+        if quiet:
+            _wait_for_quiet()
         yield
         return
-    quiet = request.node.get_closest_marker("quiet_machine") is not None
     with open(Path(folder) / "gate", "a") as gate, open(Path(folder) / "tests", "a") as tests:
         fcntl.flock(gate, fcntl.LOCK_EX)
         fcntl.flock(tests, fcntl.LOCK_EX if quiet else fcntl.LOCK_SH)
         if not quiet:
             fcntl.flock(gate, fcntl.LOCK_UN)
         try:
+            if quiet:
+                _wait_for_quiet()
             yield
         finally:
             fcntl.flock(tests, fcntl.LOCK_UN)
             fcntl.flock(gate, fcntl.LOCK_UN)
+
+
+def _wait_for_quiet() -> None:
+    """Return at the first second in which at most QUIET_BUSY_SHARE of the CPUs were busy (/proc/stat);
+    skip the test when none came within QUIET_WAIT_S."""
+    import time
+
+    def ticks() -> tuple[int, int]:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        return sum(fields), fields[3] + fields[4]  # all, idle + iowait
+
+    deadline, busiest = time.monotonic() + QUIET_WAIT_S, 0.0
+    while True:
+        total0, idle0 = ticks()
+        time.sleep(1.0)
+        total1, idle1 = ticks()
+        busy = 1 - (idle1 - idle0) / max(total1 - total0, 1)
+        if busy <= QUIET_BUSY_SHARE:
+            return
+        busiest = max(busiest, busy)
+        if time.monotonic() > deadline:
+            pytest.skip(f"the machine stayed busy for {QUIET_WAIT_S} s with no other test running (up to "
+                        f"{busiest:.0%} of its CPUs): this test compares nodes that share those CPUs")
 
 
 @pytest.fixture(autouse=True)
@@ -194,47 +228,62 @@ def interruptible() -> None:
 
 
 # ---------------------------------------------------------------- parallel and serial tests (pytest-xdist)
-# `make test` runs the suite on every core (`-n auto --dist loadgroup`). The modules below all go to ONE
-# worker, one test after another (group "serial"): they run a real mpirun, a benchmark or a scheduler, share
-# the virtual cluster (brought up and taken down by a session fixture, which must live in one process), kill
-# processes or measure time. Run side by side they would fight over the two cores (mpirun binds to them) or
-# over the cluster. Every other module goes to one worker as a whole (its module fixtures are built once),
-# and those modules spread over the workers. Without xdist (`pytest tests/...`) nothing changes.
-# `-m "not serial"` runs the pure-Python part alone.
+# `make test` runs the suite on every core (`-n auto --dist loadgroup`). Two groups of modules run one test
+# after another, each on ONE worker:
+# - "serial-cluster": the virtual cluster's tests. The cluster is brought up and taken down by a session
+#   fixture, which must live in one process, and its tests change its nodes (links, hogs, daemons).
+# - "serial-local": real runs, builds and schedulers-free benchmarks on this machine (mpirun binds to its two
+#   cores, builds fill the cache, a tuner is interrupted with SIGINT).
+# The two groups and the pure-Python modules (each module as a whole, so its module fixtures are built once)
+# spread over the workers: the cluster group is the longest, the local group and the rest share the other
+# worker. The tests that compare the cluster's nodes' speed run with nothing beside them (`quiet_machine`).
+# Without xdist (`pytest tests/...`) nothing changes. `-m "not serial"` runs the pure-Python part alone.
 
-SERIAL_MODULES = frozenset({
-    "test_activity",        # the sampler: intervals, SIGTERM/kill -9 within two intervals
-    "test_batch_launchers", "test_cluster_run", "test_preflight_paths", "test_preflight_shared",  # the cluster
+CLUSTER_MODULES = frozenset({
+    "test_batch_launchers", "test_cluster_run", "test_preflight_paths", "test_preflight_shared",
     "test_settings", "test_system_state_vc", "test_vc_accounting", "test_vc_link", "test_virtual_cluster",
+    "test_orphans",         # runners killed with -9, their leftovers reaped (Slurm jobs too)
+})
+LOCAL_MODULES = frozenset({
+    "test_activity",        # the sampler: intervals, SIGTERM/kill -9 within two intervals
     "test_build_hpcg", "test_build_hpl", "test_build_official", "test_hpl_model", "test_kernels",  # built and run
     "test_lulesh", "test_tune_hpl",  # ... and a tuner interrupted with SIGINT
     "test_campaign_run",    # campaigns of real runs, a runner interrupted part-way
     "test_mpich",           # real MPICH runs
     "test_official",        # real benchmarks (iperf3 on a fixed port)
-    "test_orphans",         # runners killed with -9, their leftovers reaped
     "test_pinning_runs",    # real pinned runs read back
     "test_run_overhead",    # the fixed cost per run, timed
     "test_run_real",        # hpcc through mpirun
     "test_setup",           # dpkg/apt
 })
-# Single tests of other modules that read the shared cluster (`cbvc`) when it is up: on the serial worker, the
-# cluster cannot be brought up or down under them. (The test's id, from the file's name on.)
+SERIAL_MODULES = CLUSTER_MODULES | LOCAL_MODULES
+# Single tests of other modules that read the shared cluster (`cbvc`) when it is up: in the cluster group, so
+# the cluster cannot be brought up or down under them. (The test's id, from the file's name on.)
 SERIAL_TESTS = ("test_pinning_slurm.py::test_live_cbvc", "test_campaign_plan.py::test_examples_plan[virtual-cluster",
                 "test_campaign_plan.py::test_examples_plan[tcp-tuning")
 # What only a serial module may use: the virtual cluster (its session fixture and the store on it), and the
 # session's xhpl (its runs).
 SERIAL_FIXTURES = frozenset({"cluster", "shared_db", "xhpl"})
+CLUSTER_FIXTURES = frozenset({"cluster", "shared_db"})
 
 
 def is_serial(nodeid: str) -> bool:
-    """Does the test with this id run on the one serial worker?"""
+    """Does the test with this id run in one of the two serial groups?"""
+    return serial_group(nodeid) is not None
+
+
+def serial_group(nodeid: str) -> str | None:
+    """"serial-cluster", "serial-local", or None for a test that may run beside any other."""
     file, _, test = nodeid.partition("::")
-    return Path(file).stem in SERIAL_MODULES or f"{Path(file).name}::{test}".startswith(SERIAL_TESTS)
+    stem = Path(file).stem
+    if stem in CLUSTER_MODULES or f"{Path(file).name}::{test}".startswith(SERIAL_TESTS):
+        return "serial-cluster"
+    return "serial-local" if stem in LOCAL_MODULES else None
 
 
 def xdist_scope(nodeid: str) -> str:
-    """The unit of work a test belongs to: "serial", or its module's path."""
-    return "serial" if is_serial(nodeid) else nodeid.partition("::")[0]
+    """The unit of work a test belongs to: its serial group, or its module's path."""
+    return serial_group(nodeid) or nodeid.partition("::")[0]
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
@@ -258,14 +307,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     module: on a second worker it would take the cluster down under the first, or share its cores."""
     misplaced = []
     for item in items:
-        if is_serial(item.nodeid):
+        group = serial_group(item.nodeid)
+        if group:
             item.add_marker(pytest.mark.serial)
-        elif item.get_closest_marker("cluster") or not SERIAL_FIXTURES.isdisjoint(getattr(item, "fixturenames", ())):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        needs_cluster = item.get_closest_marker("cluster") or not CLUSTER_FIXTURES.isdisjoint(fixtures)
+        if (needs_cluster and group != "serial-cluster") or (not group and not SERIAL_FIXTURES.isdisjoint(fixtures)):
             misplaced.append(item.nodeid)
     if misplaced:
         raise pytest.UsageError(f"{len(misplaced)} test(s) need the virtual cluster or xhpl but their module is "
-                                f"not in SERIAL_MODULES (tests/conftest.py), e.g. {misplaced[0]}: add the module "
-                                "there, so that they run on the one serial xdist worker")
+                                f"not in CLUSTER_MODULES or LOCAL_MODULES (tests/conftest.py), e.g. {misplaced[0]}: "
+                                "add it there (the cluster's tests to CLUSTER_MODULES), so that they run in that "
+                                "group on one xdist worker")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
