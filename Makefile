@@ -19,9 +19,10 @@ setup:
 run: setup-run
 	$(CB) run $(ARGS)
 
-# The tests run on every core (pytest-xdist, --dist loadgroup): those that need the machine's cores or the
-# virtual cluster (mpirun, builds, timing) all go to ONE worker, in order; the rest spread over the others
-# (tests/conftest.py). One pytest run, so its last line counts every test. TEST_WORKERS=0: one process.
+# The tests run on every core (pytest-xdist, --dist loadgroup): the virtual cluster's tests go to one worker
+# in order, the local real runs and builds (mpirun, timing) to another, the rest spread over the workers;
+# the tests that compare the cluster's nodes run alone (tests/conftest.py). One pytest run, so its last
+# line counts every test. TEST_WORKERS=0: one process.
 TEST_WORKERS ?= auto
 test: setup
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
