@@ -287,10 +287,11 @@ def _grouped(data: Dataset, rows: pd.DataFrame, choice: MetricChoice, by_tag: li
     per_run: dict[str, tuple] = {}
     groups: dict[tuple, Group] = {}
     counted = _counts_of(data)
+    texts: dict[tuple, str] = {}  # identity -> its settings text, for this call (see _settings)
     for rec in rows.itertuples(index=False):
         run = data.runs[rec.run_id]
         if rec.run_id not in per_run:
-            per_run[rec.run_id] = (system_of(run, data.systems), *date_of(run), _settings(run, data, by_tag))
+            per_run[rec.run_id] = (system_of(run, data.systems), *date_of(run), _settings(run, data, by_tag, texts))
         system, date, dated_by, settings = per_run[rec.run_id]
         identity = identity_labels(rec.benchmark, rec.name)
         labels = {k: v for k, v in rec.labels.items() if k in identity} if isinstance(rec.labels, dict) else {}
@@ -413,38 +414,48 @@ def _utc(stamp: str) -> str | None:
     return when.astimezone(UTC).isoformat(timespec="seconds")
 
 
-def _settings(run: dict, data: Dataset, by_tag: list[str]) -> str:
+def _settings(run: dict, data: Dataset, by_tag: list[str], texts: dict | None = None) -> str:
     """The run's identity (identity.run_identity) as JSON text: every key but its tags, except the
-    tags asked to split series (`tag:K`); benchmark and system are the series' own fields."""
+    tags asked to split series (`tag:K`); benchmark and system are the series' own fields.
+
+    With `texts` (one `_grouped` call's), a run whose identity the dataset holds already is put in words
+    once per distinct identity (80,000 HPL lines of a study have a few thousand): keyed by the keys it
+    states and their values with their types (True, 1 and 1.0 are one key to a dict, not to JSON). An
+    identity with a float is worded each time (-0.0 and 0.0 are equal and written apart)."""
+    signature = texts is not None and "id" in run and getattr(data, "identity_signature", None)
+    found = signature(run["id"]) if signature else None
+    if found is not None:
+        types = tuple([v.__class__ for v in found[1]])
+        if float not in types:
+            memo = (*found, types)
+            try:
+                text = texts.get(memo)
+            except TypeError:  # a value that cannot be a key (a list from a plugin): worded below
+                memo = text = None
+            if text is not None:
+                return text
+            if memo is not None:
+                text = texts[memo] = _settings_text(_identity_of(run, data), by_tag)
+                return text
+    return _settings_text(_identity_of(run, data), by_tag)
+
+
+def _identity_of(run: dict, data: Dataset) -> dict:
+    """identity.run_identity of the run: the dataset's when it has worked them out already."""
     known = data.known_identity(run["id"]) if "id" in run and hasattr(data, "known_identity") else None
     if known is None:
         hostname = (data.systems.get(run.get("system_id") or "") or {}).get("hostname")
         known = run_identity(run, hostname)
+    return known
+
+
+def _settings_text(known: dict, by_tag: list[str]) -> str:
     wanted = {f"tag:{k}" for k in by_tag}
     kept = {k: v for k, v in known.items()
             if k not in NOT_SERIES_KEYS and (not str(k).startswith("tag:") or k in wanted)}
     for key in wanted - kept.keys():  # asked to split by it, and the run does not say: unknown
         kept[key] = None
-    return _settings_text(kept)
-
-
-def _settings_text(kept: dict) -> str:
-    """`kept` as sorted JSON, each distinct identity put in words once (80,000 HPL lines of a study have a
-    few thousand). Only identities of texts, integers and None are remembered: keyed by each item with its
-    type (True, 1 and 1.0 are one key to a dict, not to JSON; a float's -0.0 and 0.0 too)."""
-    if not all(v.__class__ in _EXACT for v in kept.values()):
-        return json.dumps(kept, sort_keys=True, default=str)
-    memo = tuple((k, v.__class__, v) for k, v in kept.items())
-    text = _SETTINGS_TEXTS.get(memo)
-    if text is None:
-        text = json.dumps(kept, sort_keys=True, default=str)
-        if len(_SETTINGS_TEXTS) < 100_000:
-            _SETTINGS_TEXTS[memo] = text
-    return text
-
-
-_EXACT = frozenset({str, int, type(None)})  # values whose JSON text their equality decides
-_SETTINGS_TEXTS: dict[tuple, str] = {}
+    return json.dumps(kept, sort_keys=True, default=str)
 
 
 @lru_cache(maxsize=256)

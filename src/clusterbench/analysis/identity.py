@@ -129,9 +129,8 @@ def run_identity(run: dict, hostname: str | None = None) -> dict[str, object]:
     facts = run.get("facts") or {}
     keys: dict[str, object] = {"benchmark": run.get("benchmark")}
     for key, value in params.items():
-        if key not in NOT_CONFIGURATION and not str(key).startswith(("tag:", "@")):
-            if (plain := _plain(value)) is not None:
-                keys[key] = plain
+        if _is_parameter_key(key) and (plain := _plain(value)) is not None:
+            keys[key] = plain
     for key, value in tags.items():
         if (plain := _plain(value)) is None:
             continue
@@ -158,6 +157,13 @@ def run_identity(run: dict, hostname: str | None = None) -> dict[str, object]:
     return keys
 
 
+@lru_cache(maxsize=4096)
+def _is_parameter_key(key) -> bool:
+    """Does a parameter of this name say what ran (not a repeat's number, a tag's or an internal name)?
+    Decided once per name: 100,000 runs state the same dozen."""
+    return key not in NOT_CONFIGURATION and not str(key).startswith(("tag:", "@"))
+
+
 EFFECTIVE_KEYS = ("bind_to", "map_by", "rank_by", "cpu_bind", "distribution")
 
 
@@ -166,7 +172,9 @@ def effective_placement(run: dict) -> dict[str, str]:
     from its documented defaults and checked by the probes), for the keys its parameters leave
     unset: a `pinning: default` run is labelled by what ran (Open MPI: bound to a core), not by
     a binding nobody asked for."""
-    effective = ((run.get("facts") or {}).get("pinning") or {}).get("effective") or {}
+    effective = ((run.get("facts") or {}).get("pinning") or {}).get("effective")
+    if not effective:  # most runs: nothing recorded (every imported one)
+        return {}
     params = run.get("params") or {}
     return {k: str(effective[k]) for k in EFFECTIVE_KEYS
             if effective.get(k) and params.get(k) in (None, "")}
@@ -223,6 +231,7 @@ class IdentityTable:
         # one object array per key, each item kept as it is (np.array would unpack a list or tuple value)
         columns = {key: np.fromiter(values, dtype=object, count=count) for key, values in lists.items()}
         self.columns = columns
+        self.lists = list(lists.values())  # by key number: an item of a list is read faster than of an array
         self.names = list(columns)
         self.stated = stated
         if remember:
@@ -243,6 +252,16 @@ class IdentityTable:
             return None
         names, columns = self.names, self.columns
         return {names[k]: columns[names[k]][at] for k in self.stated[at]}
+
+    def signature(self, run_id: str, run: dict) -> tuple[tuple[int, ...], tuple] | None:
+        """The keys one run of the table states (as this table numbers them) and their values, in its
+        order: equal for two runs of the table exactly when their identities are equal dicts (a key for
+        putting an identity in words once). None when the table does not hold this run object."""
+        at = self.position.get(run_id)
+        if at is None or self.runs.get(run_id) is not run:
+            return None
+        stated, lists = self.stated[at], self.lists
+        return stated, tuple([lists[k][at] for k in stated])
 
     def frame(self, ids: list[str] | None = None) -> pd.DataFrame:
         """`identity_frame` of these runs of the table (all by default), in this order."""

@@ -89,8 +89,8 @@ def _table(drawings: dict[str, shape.Drawing], values: dict[str, pd.DataFrame], 
         frame, x = values[kernel], drawing.shape.x
         ok = repeats.counted_mask(data, frame[shape.RUN])
         if x is not None:
-            grouped = frame[ok].groupby([frame.loc[ok, x].astype(float), frame.loc[ok, shape.RUN]])[shape.VALUE]
-            per[kernel] = {key: list(v) for key, v in grouped}
+            kept = frame[ok]
+            per[kernel] = repeats.values_at(kept[x], kept[shape.RUN], kept[shape.VALUE])  # (x, run) -> values
         for panel in drawing.panels:
             for s in panel.series:
                 label = f"{panel.title}, {s.label}" if panel.title else s.label
