@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 def is_finite(value: object) -> bool:
     """True for a real, finite number; False for inf, nan, an int too large for a float, or a non-number."""
+    if type(value) is float:  # nearly every value (a hundred thousand per large import): the short way
+        return math.isfinite(value)
     if isinstance(value, bool):
         return True
     if not isinstance(value, (int, float)):

@@ -822,17 +822,19 @@ class Store:
         return bool(self.add_imported_runs([run], artifact_name, artifact))
 
     def add_imported_runs(self, runs: list[ImportedRun], artifact_name: str, artifact: bytes,
-                          digest: str | None = None) -> list[ImportedRun]:
+                          digest: str | None = None, stored: set[str] | None = None) -> list[ImportedRun]:
         """The results of one imported file, in one transaction (all or none); returns those stored
         (a result whose content hash is stored already is left out). The file's bytes (SHA-256 `digest`,
         computed here when not given) are stored once, and so is what its results share (import_files:
         the output they name, the facts text they have in common). Each table gets one statement for
-        the whole file (executemany), not one per result."""
+        the whole file (executemany), not one per result. `stored`: the content hashes of the file's
+        results stored already, when the caller read them (`imported`) inside its transaction."""
         digest = digest or self._digest(artifact)
         with self.transaction() as c:
-            stored = {row[0] for row in c.execute(
-                "SELECT content_hash FROM runs WHERE content_hash >= ? AND content_hash < ?",
-                (f"{digest}:", f"{digest};"))}
+            if stored is None or not self.in_batch():
+                stored = {row[0] for row in c.execute(
+                    "SELECT content_hash FROM runs WHERE content_hash >= ? AND content_hash < ?",
+                    (f"{digest}:", f"{digest};"))}
             runs = [r for r in runs if r.rec.content_hash is None or r.rec.content_hash not in stored]
             if not runs:
                 return []
@@ -885,18 +887,16 @@ class Store:
         read-only, content hashes that are not the file's, results of it stored before without one)."""
         if not self.has_import_files or not any(self._shares(r, digest) for r in runs):
             return None
+        if not stored_before:  # the row goes with the file's last run: there is none, as a rule
+            mine = [(r.facts, t) for r, t in zip(runs, texts, strict=True) if self._shares(r, digest)]
+            fragments = shared_fragments([f for f, _ in mine], [t for _, t in mine])
+            path = mine[0][0].get("source_file")
+            if c.execute("INSERT OR IGNORE INTO import_files (sha256, name, path, size, f1, f2, f3, f4)"
+                         " VALUES (?,?,?,?,?,?,?,?)", (digest, name, path, size, *fragments)).rowcount:
+                return name, path, size, fragments
         row = c.execute("SELECT name, path, size, f1, f2, f3, f4 FROM import_files WHERE sha256=?",
                         (digest,)).fetchone()
-        if row is not None:
-            return row[0], row[1], row[2], tuple(row[3:7])
-        if stored_before:
-            return None
-        mine = [(r.facts, t) for r, t in zip(runs, texts, strict=True) if self._shares(r, digest)]
-        fragments = shared_fragments([f for f, _ in mine], [t for _, t in mine])
-        path = mine[0][0].get("source_file")
-        c.execute("INSERT INTO import_files (sha256, name, path, size, f1, f2, f3, f4) VALUES (?,?,?,?,?,?,?,?)",
-                  (digest, name, path, size, *fragments))
-        return name, path, size, fragments
+        return (row[0], row[1], row[2], tuple(row[3:7])) if row is not None else None
 
     @staticmethod
     def _shares(run: ImportedRun, digest: str) -> bool:
@@ -1364,8 +1364,17 @@ _COMPACT = (",", ":")
 
 
 def _json(value, **kwargs) -> str:
-    """JSON as the store writes it: without the blanks after ',' and ':' (same information, smaller)."""
-    return json.dumps(value, separators=_COMPACT, **kwargs)
+    """JSON as the store writes it: without the blanks after ',' and ':' (same information, smaller).
+    One encoder per set of options, made once (json.dumps with options makes one per call: an import
+    encodes three texts per result)."""
+    key = tuple(sorted(kwargs.items()))
+    encode = _ENCODERS.get(key)
+    if encode is None:
+        encode = _ENCODERS[key] = json.JSONEncoder(separators=_COMPACT, **kwargs).encode
+    return encode(value)
+
+
+_ENCODERS: dict[tuple, Callable[[object], str]] = {}
 
 
 IMPORT_LAUNCHER = _json({"name": "import"})
@@ -1548,17 +1557,17 @@ def _store_blob(conn: sqlite3.Connection, digest: str, size: int, data: bytes | 
     """Keep these bytes under their hash unless they are kept already (then nothing is compressed
     or written). A blob recorded as not kept ('none') gets the bytes when a later writer has them.
     With `base` (the SHA-256 and bytes of a blob compressed alone: the caller checked it is stored),
-    compressed against it when that is smaller. Returns the codec written (None: nothing written)."""
+    compressed against it (raw when that is no smaller). Returns the codec written (None: nothing written)."""
     row = conn.execute("SELECT codec FROM blobs WHERE sha256=?", (digest,)).fetchone()
     if row is not None and (row[0] != "none" or data is None):
         return None
     kept = data if data is not None and len(data) <= MAX_BLOB_BYTES else None
-    codec, content = packed if packed is not None else pack(kept)
     against = None
-    if base is not None and kept is not None and content is not None and base[0] != digest:
-        delta = pack_against(kept, base[1])
-        if len(delta) < len(content):
-            codec, content, against = DELTA_CODEC, delta, base[0]
+    if base is not None and kept is not None and packed is None and base[0] != digest:
+        delta = pack_against(kept, base[1])  # alone it would hardly be smaller: not compressed twice
+        codec, content, against = (DELTA_CODEC, delta, base[0]) if len(delta) < len(kept) else ("raw", kept, None)
+    else:
+        codec, content = packed if packed is not None else pack(kept)
     values = (digest, size, 0 if content is None else len(content), codec, content)
     if against is None:
         conn.execute("INSERT INTO blobs (sha256, size, stored, codec, content) VALUES (?,?,?,?,?)"

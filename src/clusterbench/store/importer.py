@@ -254,22 +254,37 @@ def _file_type(mode: int) -> str:
     return "not a plain file"
 
 
+def _expired(signum, frame):
+    raise _ParseTimeout
+
+
 @contextmanager
 def _time_budget(seconds: float) -> Iterator[None]:
-    """Raise _ParseTimeout in the main thread after `seconds` (regex matching is interruptible)."""
+    """Raise _ParseTimeout in the main thread after `seconds` (regex matching is interruptible).
+    Inside `_alarm_handled` (an import of many files) the handler is in place: only the timer is set."""
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
         yield
         return
+    with _alarm_handled():
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
 
-    def expired(signum, frame):
-        raise _ParseTimeout
 
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+@contextmanager
+def _alarm_handled() -> Iterator[None]:
+    """SIGALRM raises _ParseTimeout meanwhile (in the main thread; elsewhere nothing changes), the
+    handler before restored after."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer") \
+            or signal.getsignal(signal.SIGALRM) is _expired:
+        yield
+        return
+    previous = signal.signal(signal.SIGALRM, _expired)
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
 
 
@@ -353,7 +368,7 @@ def import_files(store: Store, files: Iterable[Path], tags: dict | None = None, 
         # files committed together (each file still all or nothing: a savepoint), not one commit each: a
         # commit writes every page the file touched (rows, five indexes), most of an import's time
         real_path = RealPaths()
-        with store.batch(every=FILES_PER_COMMIT, seconds=COMMIT_SECONDS, keep=True):
+        with _alarm_handled(), store.batch(every=FILES_PER_COMMIT, seconds=COMMIT_SECONDS, keep=True):
             for path in files:
                 rep = import_file(store, path, tags, pattern, campaign, rpeak_node_gflops, real_path)
                 report.files.append(rep)
@@ -439,7 +454,8 @@ def import_file(store: Store, path: Path, tags: dict, pattern: NamePattern | Non
                     rep.retagged += 1 if "tags" in changed else 0
                     for key in changed:
                         rep.changed[key] = rep.changed.get(key, 0) + 1
-            stored = store.add_imported_runs([run for run, _ in new], read.name, data, digest) if new else []
+            stored = store.add_imported_runs([run for run, _ in new], read.name, data, digest,
+                                             set(priors)) if new else []
             rep.stored += len(stored)
             rep.duplicates += len(new) - len(stored)
             kept = {id(run) for run in stored}

@@ -38,6 +38,11 @@ _HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")  # what NodeSet can
 
 # IBM Spectrum LSF job report (the header LSF writes before the output, or mails)
 _LSF_MARK = re.compile(r"^(?:Sender: LSF System|Job was executed on host\(s\)|# LSBATCH: User input)", re.M)
+# The texts those searches need, looked for first: most outputs hold none, and a substring test is a hundred
+# times cheaper than a multi-line search (an import runs it on every file).
+_LSF_MARKS = ("Sender: LSF System", "Job was executed on host(s)", "# LSBATCH: User input")
+_ENV_PREFIXES = ("SLURM_", "PBS_", "OMPI_MCA_", "I_MPI_", "FI_")
+_ENV_START = re.compile(r"^(?:export\s+)?(?:SLURM|PBS|OMPI_MCA|I_MPI|FI)_", re.M)
 _LSF_SUBJECT = re.compile(r"Subject: Job (\d{1,20}(?:\[\d{1,10}\])?): <(.{0,512}?)>"
                           r"(?: in cluster <([^<>]{1,256})>)?(?: (\w+))?")
 _LSF_SUBMITTED = re.compile(r"Job <.{0,512}?> was submitted from host <[^<>]*> by user <[^<>]*>"
@@ -147,7 +152,7 @@ def parse_job(text: str) -> JobInfo | None:
     head = text[:MAX_SCAN_CHARS]
     job = JobInfo()
     found = False
-    if _LSF_MARK.search(head):
+    if any(mark in head for mark in _LSF_MARKS) and _LSF_MARK.search(head):
         _read_lsf(head, job)
         found = True
     env = _environment(head)
@@ -275,7 +280,7 @@ def _environment(text: str) -> dict[str, str]:
     """The first value of each SLURM_/PBS_/OMPI_MCA_/I_MPI_/FI_ variable written as NAME=value at the
     start of a line (an `env` dump, an `echo`, an `export` in a job script)."""
     out: dict[str, str] = {}
-    if not re.search(r"^(?:export\s+)?(?:SLURM|PBS|OMPI_MCA|I_MPI|FI)_", text, re.M):
+    if not any(prefix in text for prefix in _ENV_PREFIXES) or not _ENV_START.search(text):
         return out
     for m in re.finditer(r"^(?:export\s+)?(?:SLURM|PBS|OMPI_MCA|I_MPI|FI)_[^\n]{0,4100}", text, re.M):
         line = _ENV_LINE.match(m.group(0))
@@ -459,8 +464,10 @@ def _traced_mpirun(text: str) -> str | None:
     """An mpirun line a job script printed (`+ mpirun ...` under `set -x`, `$ mpirun ...`, or bare)
     in the first MiB. A bare line needs an option: 'mpirun noticed that process rank 1 ...' is
     Open MPI's error message, not a command."""
-    for m in re.finditer(r"^(\+{1,3} |\$ )?(?:\S{0,200}/)?(?:mpirun|mpiexec|orterun)\b[^\n]{0,4000}$",
-                         text[:1024 * 1024], re.M):
+    text = text[:1024 * 1024]
+    if "mpirun" not in text and "mpiexec" not in text and "orterun" not in text:  # what the search needs
+        return None
+    for m in re.finditer(r"^(\+{1,3} |\$ )?(?:\S{0,200}/)?(?:mpirun|mpiexec|orterun)\b[^\n]{0,4000}$", text, re.M):
         line = m.group(0).lstrip("+$ ")
         words = _words(line)
         traced = m.group(1) is not None

@@ -17,6 +17,7 @@ HPC Challenge section tabulates, in its row order).
 
 from __future__ import annotations
 
+import functools
 import re
 
 from clusterbench.bench.declare import MetricSpec, OutputFormat, ReportUse, Result
@@ -69,7 +70,9 @@ def parse_summary(text: str) -> dict[str, str]:
     return summary
 
 
+@functools.lru_cache(maxsize=4096)
 def _unit(key: str) -> tuple[str, bool]:
+    """The unit of a summary key (asked again for each of the hundred keys of every HPCC output)."""
     for rx, unit, hib in _UNITS:
         if re.search(rx, key):
             return unit, hib
