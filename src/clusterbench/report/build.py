@@ -102,10 +102,11 @@ def runs_table(data: Dataset) -> Table:
         shown = [k for k in SHOWN_PARAMS if k in params]
         shown += sorted(k for k in params if k.startswith(SETTING_PREFIX))
         count = run["node_count"] if "node_count" in run else known_node_count(run)  # load: known_node_count
+        found = own(rid) if callable(own) else None
         rows.append([[run["id"]], run["benchmark"], run["campaign"], run["status"],
-                     repeats.flag_text(run, own(rid) if callable(own) else None),
-                     repeats.notes_text(run), _count_text(count), run["nodes"],
-                     " ".join([f"{k}={_short(params[k])}" for k in shown]),
+                     "" if found == [] else repeats.flag_text(run, found),  # a clean run: no flags to word
+                     repeats.notes_text(run) if run.get("notes") else "", _count_text(count), run["nodes"],
+                     " ".join([f"{k}={_short(v) if type(v := params[k]) is list else v}" for k in shown]),
                      " ".join([f"{k}={v}" for k, v in run["tags"].items()]), (run["started_at"] or "")[:19],
                      run["duration_s"], run["workdir"] or run["facts"].get("source_file")])
     return Table("runs", f"Runs ({len(rows)})",

@@ -90,7 +90,7 @@ def _table(drawings: dict[str, shape.Drawing], values: dict[str, pd.DataFrame], 
         ok = repeats.counted_mask(data, frame[shape.RUN])
         if x is not None:
             kept = frame[ok]
-            per[kernel] = repeats.values_at(kept[x], kept[shape.RUN], kept[shape.VALUE])  # (x, run) -> values
+            per[kernel] = repeats.values_by_x(kept[x], kept[shape.RUN], kept[shape.VALUE])  # x -> run -> values
         for panel in drawing.panels:
             for s in panel.series:
                 label = f"{panel.title}, {s.label}" if panel.title else s.label
@@ -101,7 +101,7 @@ def _table(drawings: dict[str, shape.Drawing], values: dict[str, pd.DataFrame], 
                   note=repeats.note())
     for (label, x), cells in sorted(index.items(), key=lambda kv: (kv[0][0], kv[0][1])):
         runs_here = sorted({r for p in cells.values() for r in p.runs})
-        stats = {k: repeats.describe([v for r in p.runs for v in per.get(k, {}).get((p.x, r), [])])
+        stats = {k: repeats.describe(repeats.point_values(per.get(k, {}).get(p.x, {}), p.runs))
                  for k, p in cells.items()}
         high = [k for k, st in stats.items() if st["high"]]
         flagged = [r for r in runs_here if not repeats.counted(data, r)]

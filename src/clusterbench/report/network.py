@@ -128,12 +128,12 @@ def _at_sizes(slug: str, title: str, drawing: shape.Drawing, values: pd.DataFram
     x = drawing.shape.x
     ok = repeats.counted_mask(data, values[shape.RUN])
     counted_rows = values[ok]
-    per = repeats.values_at(counted_rows[x], counted_rows[shape.RUN], counted_rows[shape.VALUE])  # (size, run)
+    per = repeats.values_by_x(counted_rows[x], counted_rows[shape.RUN], counted_rows[shape.VALUE])  # size, run
     for panel in drawing.panels:
         for s in panel.series:
             runs = sorted({r for p in s.points for r in p.runs})
             flagged = [r for r in runs if not repeats.counted(data, r)]
-            stats = {p.x: repeats.describe([v for r in p.runs for v in per.get((p.x, r), [])]) for p in s.points}
+            stats = {p.x: repeats.describe(repeats.point_values(per.get(p.x, {}), p.runs)) for p in s.points}
             cells = [repeats.cell_text(stats[float(size)]) if float(size) in stats else None for size in QUOTED_SIZES]
             top = next((p.x for p in reversed(s.points) if stats[p.x]["n"]), None)
             high = [size_label(x) for x, st in stats.items() if st["high"]]

@@ -65,7 +65,9 @@ def counted(data: Dataset, run_id: str) -> bool:
 def counted_mask(data: Dataset, run_ids: pd.Series) -> pd.Series:
     """Per row: is its run counted? Decided once per run."""
     codes, unique = pd.factorize(run_ids.to_numpy(dtype=object))
-    verdict = np.fromiter((counted(data, rid) for rid in unique), dtype=bool, count=len(unique))
+    own = getattr(data, "counts", None)  # the dataset's verdict, asked directly: 100,000 runs per table
+    verdict = np.fromiter((own(rid) if callable(own) else counted(data, rid) for rid in unique.tolist()),
+                          dtype=bool, count=len(unique))
     return pd.Series(verdict[codes] if len(codes) else np.zeros(0, dtype=bool), index=run_ids.index,
                      name=run_ids.name)
 
@@ -80,6 +82,22 @@ def values_at(xs: pd.Series, run_ids: pd.Series, values: pd.Series) -> dict[tupl
         if x == x and run is not None and run == run:  # NaN: no group, as groupby drops it
             out.setdefault((x, run), []).append(value)
     return out
+
+
+def values_by_x(xs: pd.Series, run_ids: pd.Series, values: pd.Series) -> dict[float, dict[str, list[float]]]:
+    """x -> run -> that run's values at that x, in row order: `values_at` keyed for reading a point's runs
+    (a lookup per run of a point, without making an (x, run) pair for each of 520,000)."""
+    out: dict[float, dict[str, list[float]]] = {}
+    for x, run, value in zip(xs.to_numpy(dtype=float).tolist(), run_ids.to_numpy(dtype=object).tolist(),
+                             values.tolist(), strict=True):
+        if x == x and run is not None and run == run:  # NaN: no group, as groupby drops it
+            out.setdefault(x, {}).setdefault(run, []).append(value)
+    return out
+
+
+def point_values(by_run: dict[str, list[float]], runs: Iterable[str]) -> list[float]:
+    """The values of these runs (a point's) from one x of `values_by_x`, run after run."""
+    return [v for r in runs for v in by_run.get(r, ())]
 
 
 def flag_text(run: dict | None, found: list[str] | None = None) -> str:
@@ -113,7 +131,12 @@ def runs_flags(data: Dataset, run_ids: Iterable[str]) -> str:
     own = getattr(data, "flags", None)
     for rid in dict.fromkeys(run_ids):
         run = data.runs.get(rid)
-        text = flag_text(run, own(rid) if run is not None and callable(own) else None)
+        if run is None:
+            continue  # no flags, no notes
+        found = own(rid) if callable(own) else None
+        if found is not None and not found and not run.get("notes"):
+            continue  # the usual run: clean and without notes (a table of 80,000 runs asks for each)
+        text = flag_text(run, found)
         notes = notes_text(run)
         if text or notes:
             parts.append(f"{rid}: " + "; ".join(t for t in (text, f"note: {notes}" if notes else "") if t))

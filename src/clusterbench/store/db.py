@@ -7,7 +7,11 @@ one transaction, so a finished result is either wholly stored or not at all.
 Raw outputs are kept once per content (table `blobs`, keyed by SHA-256, zlib-compressed when
 that saves space): an imported file with fifty results is stored once, not fifty times, and
 an identical stdout of a thousand runs costs one copy. `artifacts` rows name each run's files
-and refer to their blob by hash; a blob goes when the last artifact that refers to it goes.
+and refer to their blob by hash; a blob goes when the last artifact that refers to it goes. What
+the results of one imported file share is stored once too (version 4, `import_files`: the output
+they name, the facts text they have in common), and every read puts it back (`run_columns`,
+`_artifact_rows`), so readers get the rows as written; the file's bytes are compressed against an
+earlier file of the same import (its base) when there is one.
 JSON columns are written without blanks (`{"n":1000}`): the same information, and a store of
 a hundred thousand imported results is a fifth smaller.
 
