@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -242,7 +243,6 @@ def interruptible() -> None:
 CLUSTER_MODULES = frozenset({
     "test_batch_launchers", "test_cluster_run", "test_preflight_paths", "test_preflight_shared",
     "test_settings", "test_system_state_vc", "test_vc_accounting", "test_vc_link", "test_virtual_cluster",
-    "test_orphans",         # runners killed with -9, their leftovers reaped (Slurm jobs too)
 })
 LOCAL_MODULES = frozenset({
     "test_activity",        # the sampler: intervals, SIGTERM/kill -9 within two intervals
@@ -251,6 +251,7 @@ LOCAL_MODULES = frozenset({
     "test_campaign_run",    # campaigns of real runs, a runner interrupted part-way
     "test_mpich",           # real MPICH runs
     "test_official",        # real benchmarks (iperf3 on a fixed port)
+    "test_orphans",         # runners killed with -9, their leftovers reaped; a full disk (its Slurm case: below)
     "test_pinning_runs",    # real pinned runs read back
     "test_run_overhead",    # the fixed cost per run, timed
     "test_run_real",        # hpcc through mpirun
@@ -260,7 +261,8 @@ SERIAL_MODULES = CLUSTER_MODULES | LOCAL_MODULES
 # Single tests of other modules that read the shared cluster (`cbvc`) when it is up: in the cluster group, so
 # the cluster cannot be brought up or down under them. (The test's id, from the file's name on.)
 SERIAL_TESTS = ("test_pinning_slurm.py::test_live_cbvc", "test_campaign_plan.py::test_examples_plan[virtual-cluster",
-                "test_campaign_plan.py::test_examples_plan[tcp-tuning")
+                "test_campaign_plan.py::test_examples_plan[tcp-tuning",
+                "test_orphans.py::test_kill_9_of_a_slurm_campaign")
 # What only a serial module may use: the virtual cluster (its session fixture and the store on it), and the
 # session's xhpl (its runs).
 SERIAL_FIXTURES = frozenset({"cluster", "shared_db", "xhpl"})
@@ -326,3 +328,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     folder = os.environ.get("CLUSTERBENCH_TEST_LOCKS")
     if folder and "PYTEST_XDIST_WORKER" not in os.environ:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """With CLUSTERBENCH_TEST_TIMELINE=FILE, one JSON line per test (worker, id, start, end, wall clock): where
+    each xdist worker spent the suite's time, waits for the quiet lock included (see benchmarks/README.md)."""
+    path = os.environ.get("CLUSTERBENCH_TEST_TIMELINE")
+    start = time.time()
+    yield
+    if path:
+        line = json.dumps({"worker": os.environ.get("PYTEST_XDIST_WORKER", "main"), "test": item.nodeid,
+                           "start": round(start, 3), "end": round(time.time(), 3)})
+        with open(path, "a") as out:  # one short line per write: appends of workers do not interleave
+            out.write(line + "\n")

@@ -107,6 +107,20 @@ def test_pingpong_volume_caps_the_repetitions_of_large_sizes():
     assert reps == {0: 100, 2**19: 4, 2**20: 2, 2**21: 1}
 
 
+def test_pingpong_time_floor_repeats_a_quick_size_more_up_to_iter():
+    """min_time_s: with volume_mib=1, 1 MiB would be sent once, a few hundred microseconds here; a floor of
+    50 ms repeats it more (as its timed warm-up says), never beyond `iter`. Without the floor: once."""
+    def reps(*more: str) -> dict:
+        result = _run("pingpong", "-p", "min_log2=20", "-p", "max_log2=20", "-p", "iter=400", "-p", "volume_mib=1",
+                      *more)
+        return {m["labels"]["bytes"]: m["labels"]["repetitions"] for m in result["metrics"]
+                if m["name"] == "pingpong_time_us"}
+
+    assert reps() == {0: 400, 2**20: 1}
+    floored = reps("-p", "min_time_s=0.05")
+    assert floored[0] == 400 and 1 < floored[2**20] <= 400, floored
+
+
 def test_pingpong_policy_off_repeats_every_size_alike():
     result = _run("pingpong", "-p", "max_log2=12", "-p", "iter=50", "-p", "iter_policy=off")
     assert {m["labels"]["repetitions"] for m in result["metrics"] if m["name"] == "pingpong_time_us"} == {50}
@@ -148,6 +162,8 @@ def test_affinity_matches_bind_to_none():
     (["dgemm", "-p", f"n={10**6}"], "more than the"),
     (["pingpong", "-p", "ranks=1"], "at least 2 ranks"),
     (["pingpong", "-p", "volume_mib=0"], "volume_mib"),
+    (["pingpong", "-p", "min_time_s=0"], "min_time_s"),
+    (["pingpong", "-p", "min_time_s=3600"], "min_time_s"),
     (["stream", "-p", "bind_to=everywhere"], "bind_to must be one of"),
     (["nosuch"], "unknown benchmark"),
 ])

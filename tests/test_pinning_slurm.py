@@ -385,8 +385,11 @@ LIVE_CASES = ["-N1 -n2 --cpu-bind=verbose,threads", "-N1 -n2 --cpu-bind=verbose,
 
 
 @pytest.mark.parametrize("args", LIVE_CASES)
-def test_live_cbvc(args):
-    """Source: live, the real srun on the shared virtual cluster (nodes of this machine's shape)."""
+def test_live_cbvc(args, request):
+    """Source: live, the real srun on the shared virtual cluster (nodes of this machine's shape; brought up
+    by the `cluster` fixture when none is up)."""
+    if os.geteuid() == 0 and shutil.which("slurmd"):
+        request.getfixturevalue("cluster")
     conf = _cbvc_conf()
     if conf is None:
         pytest.skip("needs srun/slurmd and the virtual cluster 'cbvc' up (scripts/virtual-cluster up 2)")

@@ -148,6 +148,17 @@ def test_short_tune_writes_outputs_and_tags_runs(xhpl, tmp_path, isolated_db):
         assert info["best"]["median_gflops"] > 0
 
 
+def _ok_runs_so_far(db) -> list[str]:
+    """The ids of the finished trials, read while the tuner writes: none while the store is still being
+    created (its file can exist a moment before its tables do)."""
+    import sqlite3
+
+    try:
+        return [r["id"] for r in query(db, "SELECT id FROM runs WHERE status='ok'")] if db.exists() else []
+    except sqlite3.OperationalError:  # no such table yet, or the schema being written
+        return []
+
+
 @needs_search
 def test_interrupted_tune_continues_without_repeating(xhpl, tmp_path, isolated_db):
     # The first call's budget is far more than 3 trials take even on a busy machine, so it is still running when
@@ -163,10 +174,9 @@ def test_interrupted_tune_continues_without_repeating(xhpl, tmp_path, isolated_d
     first: list[str] = []
     while time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.3)
-        if isolated_db.exists():
-            first = [r["id"] for r in query(isolated_db, "SELECT id FROM runs WHERE status='ok'")]
-            if len(first) >= 3:
-                break
+        first = _ok_runs_so_far(isolated_db)
+        if len(first) >= 3:
+            break
     if proc.poll() is None and len(first) < 3:
         proc.kill()
         pytest.fail(f"only {len(first)} of 3 trials finished within {wait_s} s: " + proc.communicate()[1][-2000:])

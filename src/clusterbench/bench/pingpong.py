@@ -2,8 +2,9 @@
 
 Message sizes 0 and 2^min_log2 .. 2^max_log2 bytes; warm-up; repetitions per size by IMB's
 policy (at most `iter`, fewer for large messages so that each size moves about 40 MiB, or
-`volume_mib`), or `iter` for every size with `iter_policy: off`. One-way time in microseconds, bandwidth in
-MB/s (10^6 bytes); latency is the 0-byte time. Where the two ranks sit is the placement:
+`volume_mib`; more, up to `iter`, for at least `min_time_s` per size when given), or `iter` for
+every size with `iter_policy: off`. One-way time in microseconds, bandwidth in MB/s (10^6 bytes);
+latency is the 0-byte time. Where the two ranks sit is the placement:
 `map_by: core` keeps them on one socket, `map_by: socket` puts them on two, `map_by: node`
 on two nodes.
 """
@@ -23,6 +24,7 @@ from clusterbench.system.discover import SystemInfo
 
 MAX_LOG2 = 30  # 1 GiB messages: beyond, buffers stop being a message-passing question
 MAX_VOLUME_MIB = 64 * 1024  # a size's volume under the dynamic policy: 64 GiB is hours on a slow link
+MAX_MIN_TIME_S = 60.0  # a size's time floor: more is a soak test, not a ping-pong
 _ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s*$", re.M)
 _HOSTS = re.compile(r"rank 0 on (\S+), rank 1 on (\S+)")
 
@@ -59,6 +61,10 @@ class PingPong(NativeKernel):
               "or off", choices=("dynamic", "off")),
         Param("volume_mib", int, None, "MiB each size moves at most with the dynamic policy (default: IMB's 40); "
               "less makes large sizes quick on a slow link", minimum=1, maximum=MAX_VOLUME_MIB),
+        Param("min_time_s", float, None, "seconds each size runs at least with the dynamic policy (more "
+              "repetitions, up to iter, as its timed warm-up says; default: none, IMB's policy alone): a size "
+              "measured in milliseconds is moved by one wake-up of another process", minimum=0.001,
+              maximum=MAX_MIN_TIME_S),
         *KERNEL_PARAMS,
     )
 
@@ -75,12 +81,16 @@ class PingPong(NativeKernel):
     @classmethod
     def estimate_s(cls, point: dict, system: SystemInfo) -> float | None:
         """Two messages per repetition, repetitions as pingpong.c chooses them, warm-up included."""
-        return GUESS_START_S + exchange_seconds(point["min_log2"], point["max_log2"], point["iter"],
-                                                point["iter_policy"] == "dynamic", _volume(point))
+        dynamic = point["iter_policy"] == "dynamic"
+        floor = (point["max_log2"] - point["min_log2"] + 2) * point["min_time_s"] if dynamic and point.get(
+            "min_time_s") else 0.0
+        return GUESS_START_S + max(floor, exchange_seconds(point["min_log2"], point["max_log2"], point["iter"],
+                                                           dynamic, _volume(point)))
 
     def arguments(self) -> list[str]:
         p = self.point
-        return [str(p["min_log2"]), str(p["max_log2"]), str(p["iter"]), p["iter_policy"], str(_volume(p))]
+        args = [str(p["min_log2"]), str(p["max_log2"]), str(p["iter"]), p["iter_policy"], str(_volume(p))]
+        return args + [f"{p['min_time_s']:g}"] if p.get("min_time_s") else args
 
     def parse(self, workdir: Path) -> Outcome:
         text = self.stdout(workdir)

@@ -58,7 +58,11 @@ STREAM_NTIMES, MIN_STREAM_N = 6, 1_000_000  # 5 timed repetitions: the compared 
 CLOCK_MS = 1000  # long enough for the mean rate to average over a scheduler's time slices
 IPERF_SECONDS = 3  # per pair: TCP's slow start is over within a second on any LAN
 PAIR_SIZE_LOG2 = 20  # 1 MiB, with 0 B always measured
-PAIR_VOLUME_MIB = 8  # 1 MiB is sent 8 times each way (IMB's 40 took 20 s per pair over a 50 Mbit/s cable)
+# 1 MiB is sent twice each way (IMB's 40 MiB per size took 20 s per pair over a 50 Mbit/s cable) ...
+PAIR_VOLUME_MIB = 2
+# ... and more, for at least 0.1 s per size: on a fast link a few MiB take milliseconds, which one wake-up of
+# another process moves by a quarter (an unmodified virtual cluster flagged a link at -28% with 8 MiB)
+PAIR_MIN_TIME_S = 0.1
 TIMEOUT_FACTOR, MIN_TIMEOUT_S = 10.0, 60.0  # generous: a cluster's nodes may be much slower than guessed
 
 
@@ -176,6 +180,7 @@ def _plan_pairs(plan: ClusterPlan, base: dict, iperf: bool = False) -> None:
     else:
         name, kind, passes, what = "pingpong", "pair", PAIR_PASSES, "ping-pong"
         params = base | {"min_log2": PAIR_SIZE_LOG2, "max_log2": PAIR_SIZE_LOG2, "volume_mib": PAIR_VOLUME_MIB,
+                         "min_time_s": PAIR_MIN_TIME_S,
                          "nodes": 2, "ranks": 2, "threads": 1, "bind_to": "none", "interconnect": plan.interconnect}
     all_rounds = rounds(plan.inventory.names)
     for npass in range(passes):

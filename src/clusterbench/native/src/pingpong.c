@@ -8,8 +8,11 @@
  * Repetitions follow IMB's default policy: R = min(ITER, max(1, OVERALL_VOL / size)) with
  * OVERALL_VOL = 40 MiB (or VOLUME bytes when given), so large messages are repeated fewer times;
  * policy "off" uses ITER for every size.
+ * With MIN_SECONDS > 0 (dynamic policy), a size whose R repetitions would take less than that (as
+ * its timed warm-up says) is repeated more, up to ITER: a measurement of a few milliseconds on a
+ * fast link is moved by one wake-up of another process, one of a tenth of a second is not.
  *
- * Usage: pingpong MIN_LOG2 MAX_LOG2 ITER POLICY(dynamic|off) [VOLUME]
+ * Usage: pingpong MIN_LOG2 MAX_LOG2 ITER POLICY(dynamic|off) [VOLUME [MIN_SECONDS]]
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -20,19 +23,31 @@
 #define WARMUP_PERCENT 10
 #define MIN_WARMUP 10
 
+/* One repetition: rank 0 sends and receives back, rank 1 receives and sends back. */
+static void exchange(int rank, int other, char *sbuf, char *rbuf, long bytes) {
+    if (rank == 0) {
+        MPI_Send(sbuf, bytes, MPI_CHAR, other, 1, MPI_COMM_WORLD);
+        MPI_Recv(rbuf, bytes, MPI_CHAR, other, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else {
+        MPI_Recv(rbuf, bytes, MPI_CHAR, other, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Send(sbuf, bytes, MPI_CHAR, other, 1, MPI_COMM_WORLD);
+    }
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (argc < 5 || size < 2) {
-        if (rank == 0) fprintf(stderr, "usage: mpirun -np 2 %s MIN_LOG2 MAX_LOG2 ITER POLICY\n", argv[0]);
+        if (rank == 0) fprintf(stderr, "usage: mpirun -np 2 %s MIN_LOG2 MAX_LOG2 ITER POLICY [VOLUME [MIN_SECONDS]]\n", argv[0]);
         MPI_Finalize();
         return 2;
     }
     const int lo = atoi(argv[1]), hi = atoi(argv[2]), iter = atoi(argv[3]);
     const int dynamic = strcmp(argv[4], "off") != 0;
     const long volume = argc > 5 && atol(argv[5]) > 0 ? atol(argv[5]) : OVERALL_VOL;
+    const double min_seconds = argc > 6 && atof(argv[6]) > 0 ? atof(argv[6]) : 0.0;
     const long maxbytes = 1L << hi;
     /* Buffers from MPI_Alloc_mem, as IMB allocates them: the MPI may hand out memory it can move
      * faster (aligned, registered), and both programs then measure the same thing. */
@@ -52,6 +67,7 @@ int main(int argc, char **argv) {
         printf("# ranks = %d, rank 0 on %s, rank 1 on %s\n", size, host, peer);
         printf("# iter = %d, policy = %s, overall volume = %ld bytes\n", iter, dynamic ? "dynamic" : "off",
                volume);
+        if (min_seconds > 0) printf("# each size runs at least %g s (up to iter repetitions)\n", min_seconds);
         printf("#%11s %12s %14s %14s\n", "bytes", "repetitions", "t[usec]", "MB/s");
     }
     for (int k = lo - 1; k <= hi; k++) {  /* k = lo - 1 stands for the 0-byte message */
@@ -61,22 +77,21 @@ int main(int argc, char **argv) {
         long warmup = reps / WARMUP_PERCENT;
         if (warmup < MIN_WARMUP) warmup = reps < MIN_WARMUP ? reps : MIN_WARMUP;
         double t = 0;
-        if (rank < 2) {
-            const int other = 1 - rank;
-            for (long r = -warmup; r < reps; r++) {
-                if (r == 0) { MPI_Barrier(MPI_COMM_WORLD); t = MPI_Wtime(); }
-                if (rank == 0) {
-                    MPI_Send(sbuf, bytes, MPI_CHAR, other, 1, MPI_COMM_WORLD);
-                    MPI_Recv(rbuf, bytes, MPI_CHAR, other, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                } else {
-                    MPI_Recv(rbuf, bytes, MPI_CHAR, other, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                    MPI_Send(sbuf, bytes, MPI_CHAR, other, 1, MPI_COMM_WORLD);
-                }
+        const int other = 1 - rank;
+        t = MPI_Wtime();
+        for (long r = 0; rank < 2 && r < warmup; r++) exchange(rank, other, sbuf, rbuf, bytes);
+        t = MPI_Wtime() - t;
+        if (min_seconds > 0 && dynamic) {  /* rank 0 decides from its timed warm-up; every rank hears it */
+            if (rank == 0 && warmup > 0 && t > 0) {
+                const double want = min_seconds / (t / warmup);
+                if (want > reps) reps = want < iter ? (long)want + 1 : iter;
             }
-            t = MPI_Wtime() - t;
-        } else {
-            MPI_Barrier(MPI_COMM_WORLD);
+            MPI_Bcast(&reps, 1, MPI_LONG, 0, MPI_COMM_WORLD);
         }
+        MPI_Barrier(MPI_COMM_WORLD);
+        t = MPI_Wtime();
+        for (long r = 0; rank < 2 && r < reps; r++) exchange(rank, other, sbuf, rbuf, bytes);
+        t = MPI_Wtime() - t;
         if (rank == 0) {
             const double usec = 1e6 * t / (2.0 * reps);
             printf("%12ld %12ld %14.2f %14.2f\n", bytes, reps, usec, usec > 0 ? bytes / usec : 0.0);
