@@ -310,6 +310,41 @@ def test_thinning_keeps_every_total_exact(monkeypatch, tmp_path):
 
 # ---------------------------------------------------------------- hostile input
 
+def _churning_series(samples: int = 300) -> str:
+    """The captured VM series stretched to `samples` one-second samples with steady traffic, in which an
+    interface appears at sample 101 and goes after sample 200, and another is re-created at sample 150 (its
+    counters restart from zero): what a node shows while a virtual cluster or a container comes and goes."""
+    lines = LOADED.read_text().splitlines()
+    header, first = lines[0], json.loads(lines[1])
+    out = [header]
+    for k in range(samples):
+        s = json.loads(json.dumps(first))
+        s["mono"], s["wall"] = first["mono"] + k, first["wall"] + k
+        s["all"] = [v + 50 * k for v in first["all"]]
+        s["cpu"] = {c: [v + 25 * k for v in vals] for c, vals in first["cpu"].items()}
+        s["net"] = {name: [v + 1000 * k for v in vals] for name, vals in first["net"].items()}
+        if k >= 150:  # re-created: its counters start again
+            s["net"]["linkvcv1"] = [700 * (k - 150) + 1 for _ in first["net"]["linkvcv1"]]
+        if 100 < k <= 200:  # appears, then goes
+            s["net"]["cbvcv9"] = [300 * (k - 100) + 7 for _ in range(8)]
+        out.append(json.dumps(s))
+    return "\n".join(out) + "\n"
+
+
+def test_thinning_keeps_totals_when_interfaces_appear_go_or_restart(monkeypatch):
+    """The samples beside a break are kept: the thinned series counts the traffic of an interface that
+    came, went or was re-created exactly as the whole series does (a virtual cluster beside the run)."""
+    text = _churning_series()
+    whole = summarise(parse_series(text, "here"))
+    monkeypatch.setattr(activity, "MAX_KEPT_VALUES", 1)  # the cap falls to its floor of 64 samples
+    series = parse_series(text, "here")
+    assert len(series.samples) <= 64 + 4 and series.thinned > 200
+    thin = summarise(series)
+    assert whole["interfaces"]["cbvcv9"]["rx_bytes"] == 300 * 99  # from its first sample to its last
+    assert thin["interfaces"] == whole["interfaces"]
+    assert (thin["seconds"], thin["samples"]) == (whole["seconds"], whole["samples"])
+
+
 def test_garbage_lines_are_skipped_counted_and_bounded():
     lines = LOADED.read_text().splitlines()
     header, first, second = lines[0], json.loads(lines[1]), json.loads(lines[2])

@@ -431,7 +431,7 @@ def test_kill_9_of_a_slurm_campaign_then_resume_cancels_its_jobs_and_runs_each_o
         summary = _summary(cli("campaign", "run", str(spec), "--json", timeout=300))
         assert summary["executed"] == 3 and summary["ok"] == 3, summary
         assert len(summary["settled"]) == 3 and all("was cancelled on resume" in s or "had already ended" in s
-                                                    for s in summary["settled"]), summary
+                                                    for s in summary["settled"]), summary["settled"]
         assert [s for _, s in _finished_once(db, name)] == ["ok"] * 3
         assert ours() == []
     finally:

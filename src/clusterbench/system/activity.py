@@ -8,7 +8,11 @@ plain data out.
 Why cumulative counters: the difference between any two samples is exact, so a series too long to
 keep whole is thinned (every other sample dropped, as often as needed) without changing any total,
 and a garbage line costs one interval's resolution, not a count. A counter that goes backwards (an
-interface re-created, a CPU taken offline) adds nothing for that interval.
+interface re-created, a CPU taken offline) adds nothing for that interval. The samples on both sides
+of such a break, or of an interface or interrupt line that appears or goes, are kept by the thinning:
+otherwise the traffic between the break and the next kept sample would count in the whole series and
+not in the thinned one (up to half of the cap; a node whose interfaces churn beyond that loses the
+exactness, never the bound).
 
 The counters are the node's (its network namespace's), not the run's own: a run beside other
 work sees that work too. That is the point when the question is "what else did the node do".
@@ -107,6 +111,8 @@ class Series:
     _stride: int = 1
     _seen: int = 0
     _pending: Sample | None = None
+    _last: Sample | None = None  # the latest sample seen, kept or not
+    _pinned: set[int] = field(default_factory=set)  # id() of kept samples beside a break (see the module)
 
     def add(self, sample: Sample) -> None:
         """Keep every `_stride`-th sample; when too many are kept, drop every other one and double it."""
@@ -114,16 +120,30 @@ class Series:
                 self._pending and sample.mono <= self._pending.mono):
             self.skipped += 1  # out of order or repeated: not a later state of the counters
             return
-        if self._seen % self._stride == 0:
+        broken = self._last is not None and _breaks(self._last, sample)
+        if broken and self._pending is not None:  # the state before the break counts too
+            self.samples.append(self._pending)
+            self._pinned.add(id(self._pending))
+        if broken or self._seen % self._stride == 0:
             self.samples.append(sample)
             self._pending = None
+            if broken:
+                self._pinned.add(id(sample))
         else:
             self._pending = sample
+        self._last = sample
         self._seen += 1
         cap = max(64, min(MAX_SAMPLES, MAX_KEPT_VALUES // max(1, sample.size())))
         while len(self.samples) > cap:  # the cap shrinks when samples grow (an interface appears)
             latest = self.samples[-1]
-            self.samples = self.samples[::2]
+            if len(self._pinned) > cap // 2:
+                self._pinned.clear()  # churn beyond the bound: exactness gives way, the bound holds
+            kept = [s for i, s in enumerate(self.samples) if i % 2 == 0 or id(s) in self._pinned]
+            if len(kept) == len(self.samples):
+                self._pinned.clear()
+                kept = self.samples[::2]
+            self.samples = kept
+            self._pinned &= {id(s) for s in kept}
             self._stride *= 2
             if self.samples[-1] is not latest and self._pending is None:  # it may be the last state of all
                 self._pending = latest
@@ -258,6 +278,15 @@ def _sample(record: dict) -> Sample | None:
 
 
 # ---------------------------------------------------------------- differences
+
+def _breaks(a: Sample, b: Sample) -> bool:
+    """Does a counter appear, go or run backwards between these two samples (an interface or interrupt line
+    created, removed or re-created)? Then a difference across a longer span would not add up to theirs."""
+    if a.net.keys() != b.net.keys() or a.nic_irqs.keys() != b.nic_irqs.keys():
+        return True
+    return any(len(a.net[name]) != len(counts) or any(y < x for x, y in zip(a.net[name], counts, strict=True))
+               for name, counts in b.net.items())
+
 
 def _diff(a: tuple[int, ...] | None, b: tuple[int, ...] | None) -> list[int] | None:
     if a is None or b is None or len(a) != len(b):
