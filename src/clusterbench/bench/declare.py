@@ -12,14 +12,23 @@ A benchmark package states, beside its parser (in its `output.py`):
 
 Its Benchmark class points at them (`output_formats`, `metrics`); `bench/registry.py` collects
 them over every registered benchmark, plugins included.
+
+An official code clusterbench builds from source also states, beside its build (in its
+`build.py`), a `BuildRecipe`: the build function, the options of its `clusterbench build NAME`
+command beyond the common ones, and what the command prints of the result (cli/build_cmd.py makes
+every command from these, through the registry's `build_recipes()`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from clusterbench.bench.metrics import Outcome, is_finite
+
+if TYPE_CHECKING:
+    from clusterbench.build.common import Built
 
 
 @dataclass
@@ -126,3 +135,44 @@ def converter(unit: str, to: str) -> Callable[[float], float]:
         return lambda value: value * factor
     divisor = target_size / size
     return lambda value: value / divisor
+
+
+@dataclass(frozen=True)
+class BuildOption:
+    """An option of one `clusterbench build NAME` command beyond the common ones: the keyword its
+    build function takes (`array_size` is `--array-size`), its type (a bool is a flag pair,
+    `--openmp/--no-openmp`), its default, its help, and for a number its bounds."""
+
+    name: str
+    type: type
+    default: object
+    help: str
+    minimum: int | None = None
+    maximum: int | None = None
+
+
+OPENMP_OPTION = BuildOption("openmp", bool, True, "MPI + OpenMP (default) or MPI only.")
+
+
+@dataclass(frozen=True)
+class BuildRecipe:
+    """How `clusterbench build NAME` builds one official code and says what it built.
+
+    The command takes --source, the `options`, --cflags, --mpi (when `mpi`), --force and --json,
+    in that order, and calls `build(source, **options, cflags=..., force=..., log=..., mpi=...)`
+    (no `mpi` when the code is built without MPI). It prints "<name> ready: <binary> (built now|
+    cached; `summary(provenance)`)", then `then`; with --json, the provenance alone.
+    """
+
+    name: str  # the command: clusterbench build NAME
+    title: str  # what the command says it is building
+    help: str  # the command's help
+    build: Callable[..., Built]
+    default_cflags: str  # when --cflags is not given
+    summary: Callable[[dict], str]  # the provenance of a build, in one line
+    then: str = ""  # what uses the build now
+    options: tuple[BuildOption, ...] = ()
+    mpi: bool = True  # built with an MPI, chosen by --mpi
+    source_help: str = "The official source tree or tarball."
+    source_required: bool = True  # False: the build finds a source itself when none is given
+    cflags_help: str = "Compiler flags (default: -O3 -march=native)."

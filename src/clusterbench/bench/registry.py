@@ -7,7 +7,8 @@ mybench = "mypkg.mybench:MyBench"`).
 
 What each benchmark declares (bench/declare.py) is collected here for the code that does not run
 benchmarks: `output_formats()` and `recognise()` for the importer, `drawn()` for the report
-sections, `availability()` for `clusterbench system`.
+sections, `availability()` for `clusterbench system`, and `build_recipes()` for the
+`clusterbench build` commands (the official codes built from source, listed in BUILDS).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import importlib
 from typing import NamedTuple
 
 from clusterbench.bench.base import Benchmark
-from clusterbench.bench.declare import MetricSpec, OutputFormat, ReportUse
+from clusterbench.bench.declare import BuildRecipe, MetricSpec, OutputFormat, ReportUse
 from clusterbench.errors import UserInputError
 
 # The built-in modules, in registry order: name, module, class. Imported when first needed, so
@@ -35,6 +36,13 @@ BUILTIN: tuple[tuple[str, str, str], ...] = (
     ("command", "clusterbench.bench.command", "Command"),
 )
 _registered: dict[str, type[Benchmark]] = {}  # register()ed before BENCHMARKS was built
+
+# The official codes `clusterbench build NAME` builds from source, in the order of `clusterbench
+# build --help`: each module's BUILD (a bench.declare.BuildRecipe), imported when first asked for.
+BUILDS: tuple[str, ...] = (
+    "clusterbench.bench.hpl.build", "clusterbench.bench.hpcg.build", "clusterbench.bench.imb.build",
+    "clusterbench.bench.osu.build", "clusterbench.bench.stream.build", "clusterbench.bench.lulesh.build",
+)
 
 
 def _builtin(module: str, attr: str) -> type[Benchmark]:
@@ -164,3 +172,16 @@ def availability() -> list[Availability]:
         ok, detail = cls.available()
         out.append(Availability(cls.name, ok, detail, getattr(cls, "install_hint", "")))
     return out
+
+
+def build_recipes() -> list[BuildRecipe]:
+    """How each official code is built from source (`clusterbench build NAME`), in BUILDS order."""
+    return [importlib.import_module(module).BUILD for module in BUILDS]
+
+
+def build_recipe(name: str) -> BuildRecipe:
+    """The build recipe of one official code (`hpl`, `stream`, ...)."""
+    found = next((r for r in build_recipes() if r.name == name), None)
+    if found is None:
+        raise UserInputError(f"no build of {name!r}", hint="builds: " + ", ".join(r.name for r in build_recipes()))
+    return found

@@ -1,7 +1,12 @@
 """`clusterbench build hpl|hpcg|imb|osu|stream|lulesh|list`: build official benchmarks into the cache
-and register them."""
+and register them.
+
+One command per official code, each made from the code's declared `BuildRecipe` (its build
+function, options, and what to say of the result; bench/declare.py), which the registry lists.
+"""
 
 
+import inspect
 import json
 import os
 from collections.abc import Callable
@@ -12,17 +17,17 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from clusterbench.bench.registry import build_recipes
 from clusterbench.cli.app import MpiOpt, app, console
 
 if TYPE_CHECKING:
+    from clusterbench.bench.declare import BuildOption, BuildRecipe
     from clusterbench.build.common import Built
 
 build_app = typer.Typer(help="Build official benchmarks (HPL, HPCG, IMB, OSU, STREAM, LULESH) for this cluster, "
                              "with provenance.", no_args_is_help=True)
 app.add_typer(build_app, name="build")
 
-SourceOpt = Annotated[Path, typer.Option(help="The official source tree or tarball.")]
-CflagsOpt = Annotated[str | None, typer.Option(help="Compiler flags (default: -O3 -march=native).")]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Rebuild even if this build is cached.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the provenance as JSON.")]
 
@@ -47,99 +52,44 @@ def _build(what: str, as_json: bool, build: Callable[[Callable[[str], None]], "B
         console.print(then)
 
 
-@build_app.command("hpl")
-def build_hpl_cmd(
-    source: Annotated[Path | None, typer.Option(
-        help="netlib HPL 2.x tree or tarball. Default on Debian/Ubuntu: the HPL in Debian's hpcc source.")] = None,
-    blas: Annotated[str, typer.Option(
-        help="BLAS link: generic (libblas.so.3, switchable per run), openblas, blis or mkl ($MKLROOT).")]
-    = "generic",
-    cflags: Annotated[str | None, typer.Option(help="Compiler flags (default: -O3 -march=native ...).")] = None,
-    mpi: MpiOpt = None, force: ForceOpt = False, as_json: JsonOpt = False,
-) -> None:
-    """Build a standalone xhpl (Make.<arch> generated, MPI-3 patches, smoke test) and register it."""
-    from clusterbench.bench.hpl.build import DEFAULT_CFLAGS, build_hpl
-
-    _build("HPL", as_json, lambda log: build_hpl(source, blas=blas, cflags=cflags or DEFAULT_CFLAGS, force=force,
-                                                 log=log, mpi=mpi and mpi.value),
-           lambda p: f"HPL {p['version']}, {p['blas']} BLAS, {p.get('mpi', 'openmpi')}, "
-                     f"smoke test {p.get('smoke_test_gflops', 0):.2f} Gflop/s",
-           "campaigns and `clusterbench bench hpl` now use it; see `clusterbench build list`.")
+def _option(name: str, annotation: object, default: object = inspect.Parameter.empty) -> inspect.Parameter:
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
 
 
-@build_app.command("hpcg")
-def build_hpcg_cmd(
-    source: Annotated[Path, typer.Option(help="The official HPCG 3.x source tree or tarball.")],
-    openmp: Annotated[bool, typer.Option(help="MPI + OpenMP (default) or MPI only.")] = True,
-    cflags: CflagsOpt = None, mpi: MpiOpt = None, force: ForceOpt = False, as_json: JsonOpt = False,
-) -> None:
-    """Build xhpcg from the official tree (its own make system, a generated setup/Make file)."""
-    from clusterbench.bench.hpcg.build import DEFAULT_CFLAGS, build_hpcg
-
-    _build("HPCG", as_json, lambda log: build_hpcg(source, openmp=openmp, cflags=cflags or DEFAULT_CFLAGS,
-                                                   force=force, log=log, mpi=mpi and mpi.value),
-           lambda p: f"HPCG {p['version']}, {p['mpi']}, {'MPI + OpenMP' if p['openmp'] else 'MPI only'}",
-           "`clusterbench bench hpcg` now uses it.")
+def _own_option(opt: "BuildOption") -> inspect.Parameter:
+    kind = opt.type if opt.default is not None else opt.type | None
+    return _option(opt.name, Annotated[kind, typer.Option(help=opt.help, min=opt.minimum, max=opt.maximum)],
+                   opt.default)
 
 
-@build_app.command("imb")
-def build_imb_cmd(source: SourceOpt, cflags: CflagsOpt = None, mpi: MpiOpt = None, force: ForceOpt = False,
-                  as_json: JsonOpt = False) -> None:
-    """Build IMB-MPI1 of the Intel MPI Benchmarks (upstream make; it compiles at -O0 whatever --cflags)."""
-    from clusterbench.bench.imb.build import DEFAULT_CFLAGS, build_imb
+def build_command(recipe: "BuildRecipe") -> None:
+    """`clusterbench build NAME` for one recipe: --source, its own options, --cflags, --mpi (when it
+    is built with MPI), --force, --json."""
+    source_type = Path if recipe.source_required else Path | None
+    params = [_option("source", Annotated[source_type, typer.Option(help=recipe.source_help)],
+                      inspect.Parameter.empty if recipe.source_required else None),
+              *(_own_option(opt) for opt in recipe.options),
+              _option("cflags", Annotated[str | None, typer.Option(help=recipe.cflags_help)], None),
+              *([_option("mpi", MpiOpt, None)] if recipe.mpi else []),
+              _option("force", ForceOpt, False), _option("as_json", JsonOpt, False)]
 
-    _build("IMB", as_json, lambda log: build_imb(source, cflags=cflags or DEFAULT_CFLAGS, force=force, log=log,
-                                                 mpi=mpi and mpi.value),
-           lambda p: f"IMB {p['version']}, {p['mpi']}, compiled {p.get('optimization')}, "
-                     f"smoke test PingPong {p.get('smoke_test_latency_us')} us",
-           "`clusterbench bench imb` now uses it.")
+    def command(**given) -> None:
+        source, cflags, force, as_json = (given.pop(key) for key in ("source", "cflags", "force", "as_json"))
+        if recipe.mpi:
+            mpi = given.pop("mpi")
+            given["mpi"] = mpi and mpi.value
+        _build(recipe.title, as_json, lambda log: recipe.build(source, cflags=cflags or recipe.default_cflags,
+                                                               force=force, log=log, **given),
+               recipe.summary, recipe.then)
 
-
-@build_app.command("osu")
-def build_osu_cmd(source: SourceOpt, cflags: CflagsOpt = None, mpi: MpiOpt = None, force: ForceOpt = False,
-                  as_json: JsonOpt = False) -> None:
-    """Build the OSU Micro-Benchmarks (configure && make) and register osu_latency, osu_bw, ... each."""
-    from clusterbench.bench.osu.build import DEFAULT_CFLAGS, build_osu
-
-    _build("OSU", as_json, lambda log: build_osu(source, cflags=cflags or DEFAULT_CFLAGS, force=force, log=log,
-                                                 mpi=mpi and mpi.value),
-           lambda p: f"OSU {p['version']}, {p['mpi']}, smoke test {p.get('smoke_test_latency_us')} us; "
-                     f"installed beside it: {', '.join(p.get('installed', {}))}",
-           "`clusterbench bench osu -p test=...` now uses them.")
-
-
-@build_app.command("stream")
-def build_stream_cmd(
-    source: SourceOpt,
-    array_size: Annotated[int | None, typer.Option(
-        help="Elements per array (default: STREAM's rule, 4 x the node's last-level cache, at least 10M).",
-        min=1000, max=2**40)] = None,
-    ntimes: Annotated[int, typer.Option(help="Repetitions of each kernel (-DNTIMES; the first is not counted).",
-                                        min=2, max=10_000)] = 10,
-    cflags: CflagsOpt = None, force: ForceOpt = False, as_json: JsonOpt = False,
-) -> None:
-    """Build McCalpin's stream.c with OpenMP and the array size compiled in (no MPI)."""
-    from clusterbench.bench.stream.build import DEFAULT_CFLAGS, build_stream
-
-    _build("STREAM", as_json, lambda log: build_stream(source, array_size=array_size, ntimes=ntimes,
-                                                       cflags=cflags or DEFAULT_CFLAGS, force=force, log=log),
-           lambda p: f"STREAM {p['version']}, {p['array_size']:,} elements per array, NTIMES={p['ntimes']}, "
-                     f"smoke test Triad {p.get('smoke_test_triad_mbs')} MB/s",
-           "`clusterbench bench stream-binary` now uses it.")
+    command.__signature__ = inspect.Signature(params)  # what typer reads the options from
+    command.__doc__ = recipe.help
+    command.__name__ = f"build_{recipe.name}_cmd"
+    build_app.command(recipe.name)(command)
 
 
-@build_app.command("lulesh")
-def build_lulesh_cmd(
-    source: SourceOpt,
-    openmp: Annotated[bool, typer.Option(help="MPI + OpenMP (default) or MPI only.")] = True,
-    cflags: CflagsOpt = None, mpi: MpiOpt = None, force: ForceOpt = False, as_json: JsonOpt = False,
-) -> None:
-    """Build lulesh2.0 (upstream Makefile, CXX=mpicxx -DUSE_MPI=1, OpenMP)."""
-    from clusterbench.bench.lulesh.build import DEFAULT_CFLAGS, build_lulesh
-
-    _build("LULESH", as_json, lambda log: build_lulesh(source, cflags=cflags or DEFAULT_CFLAGS, openmp=openmp,
-                                                       force=force, log=log, mpi=mpi and mpi.value),
-           lambda p: f"LULESH {p['version']}, {p['mpi']}, smoke test FOM {p.get('smoke_test_fom')} z/s")
+for _recipe in build_recipes():
+    build_command(_recipe)
 
 
 def registered_builds() -> list[dict]:

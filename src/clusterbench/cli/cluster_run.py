@@ -79,9 +79,10 @@ def run_on_cluster(inv, budget_s: float, *, interconnect: str, mpi: str | None, 
 
 def _build_xhpl(mpi: str | None, as_json: bool) -> str | None:
     """xhpl built once (the build cache keeps it); without it the cluster run goes on without HPL."""
-    from clusterbench.bench.hpl.build import build_hpl
+    from clusterbench.bench.registry import build_recipe
     from clusterbench.errors import UserInputError
 
+    build_hpl = build_recipe("hpl").build
     try:
         if as_json:
             return str(build_hpl(mpi=mpi).binary)

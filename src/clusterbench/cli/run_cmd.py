@@ -189,12 +189,12 @@ def standalone_line(hpl) -> str:
 def build_standalone(plan, as_json: bool) -> None:
     """Build xhpl (once: the build cache keeps it) before the runs; without it the suite goes on with
     HPCC's HPL and says why."""
-    from clusterbench.bench.hpl.build import build_hpl
+    from clusterbench.bench.registry import build_recipe
 
     try:
         with console.status("building xhpl (`clusterbench build hpl`, once)", spinner="dots") if not as_json \
                 else nullcontext():
-            built = build_hpl()
+            built = build_recipe("hpl").build()
     except UserInputError as exc:
         plan.skipped.append(f"hpl: xhpl could not be built ({exc.message}); Rmax comes from HPCC's HPL phase")
         plan.hpl = None

@@ -1,10 +1,12 @@
 """What every batch scheduler shares: the job request, the job script's body, array dispatch,
-the final state, and bounded reading of the scheduler's answers.
+the final state, bounded reading of the scheduler's answers, and the flow of a job.
 
 A batch job runs one run, or an array of runs (the repeats of one campaign point): element i
 of the array runs task i, each in its own run directory with its own outputs. The schedulers
-(launch/slurm.py, lsf.py, pbs.py) each provide the same small set of functions, which the job
-engine (execution/batch_jobs.py) calls by name:
+(launch/slurm.py, lsf.py, pbs.py) are each one `BatchScheduler` subclass, which gives only what
+that scheduler says differently: its commands, directive lines, time formats, job ids and how
+its answers read. Each module exposes its instance as the same small set of functions, which the
+job engine (execution/batch_jobs.py) calls by name:
 
     NAME, LABEL, SCRIPT                     'slurm', 'Slurm', 'job.sbatch'
     require()                               MissingToolError when the commands are absent
@@ -25,12 +27,16 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import shutil
 import subprocess
 import tempfile
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
-from clusterbench.errors import EnvironmentProblem, UserInputError
+from clusterbench.errors import EnvironmentProblem, MissingToolError, UserInputError
 
 MAX_ANSWER_BYTES = 8 * 2**20  # of one answer of squeue, bjobs, qstat, sacct
 MAX_FIELD_CHARS = 4096  # of one stored text field of an answer
@@ -112,23 +118,6 @@ def header_value(text: str, what: str) -> str:
 def quoted_header(text: str, what: str) -> str:
     """`header_value`, shell-quoted: LSF and PBS read their directive values as shell words."""
     return shlex.quote(header_value(text, what))
-
-
-def directives(prefix: str, options: list[tuple[str, str | None, str]], extra: list[str], what: str) -> list[str]:
-    """`#BSUB -q VALUE`-like lines for the (flag, value, what) options that have a value, then the
-    user's own extra arguments (each on its own line, refused if it could leave it)."""
-    lines = [f"{prefix} {flag}{quoted_header(value, name)}" for flag, value, name in options if value]
-    return lines + [f"{prefix} {header_value(arg, what)}" for arg in extra]
-
-
-def cancel_jobs(tool: str, ids: list[str]) -> None:
-    """`scancel`/`bkill`/`qdel` of these ids; a scheduler that cannot be asked is no reason to stop
-    (the jobs are named in the run directories, and the next run settles them)."""
-    if ids:
-        try:
-            run_tool([tool, *ids])
-        except UserInputError:
-            pass
 
 
 def write_scripts(req: JobRequest, text: str, name: str) -> Path:
@@ -262,6 +251,11 @@ def fold_hosts(names: list[str]) -> str | None:
         return ",".join(names)[:MAX_FIELD_CHARS]
 
 
+def host_set(names: Iterable[str]) -> str | None:
+    """Host names read from an answer (exec_host) -> the folded node set; what is no host name is left out."""
+    return fold_hosts([n for n in names if re.fullmatch(r"[A-Za-z0-9_.\-]{1,255}", n)][:MAX_ARRAY])
+
+
 def expand_indices(text: str) -> list[int]:
     """'0-4,7,9-11:2%3' (an array's indices, a throttle after %, a step after :) -> the indices, bounded."""
     text = text.split("%", 1)[0]
@@ -277,3 +271,172 @@ def expand_indices(text: str) -> list[int]:
             raise ValueError(f"array range {part[:40]!r} is empty or larger than {MAX_ARRAY}")
         out += range(lo, hi + 1, step)
     return out
+
+
+def padded_minutes(seconds: float) -> int:
+    """A run's timeout as a time limit: whole minutes, rounded up, plus one for start-up."""
+    return int(-(-seconds // 60)) + 1
+
+
+# One directive of a job script: (flag, value, what the value is). No value (None, False, ""): no
+# line; True: the flag alone; with `what`, the value is checked to fit on its line (and quoted where
+# the scheduler reads shell words); without, it is written as it is (numbers, values made here).
+Directive = tuple[str, object, str | None]
+
+
+class BatchScheduler:
+    """One batch scheduler: the flow every job takes, over what this scheduler says differently.
+
+    A subclass declares its commands (`tools`: the one that submits first, the one that cancels
+    last), the prefix of its directive lines and its array index, and gives `directives` (its
+    header, in its order), `time_limit`, and how its ids read (`job_id`, `element`, `parent`).
+    For `active_states` and `final_state` it gives either `query` (through `ask`: task id -> a
+    record with its state) and `ended` (a record -> JobState), as LSF and PBS do, or its own
+    versions of both (Slurm). The module of each exposes one instance's methods as the
+    scheduler interface above."""
+
+    name: ClassVar[str]  # in campaign files: slurm, lsf, pbs
+    label: ClassVar[str]  # in messages: Slurm, LSF, PBS
+    script: ClassVar[str]  # the job script's file name
+    tools: ClassVar[tuple[str, ...]]
+    tools_hint: ClassVar[str]  # where the commands come from
+    submit_args: ClassVar[tuple[str, ...]] = ()  # given to the submit command before the script
+    script_on_stdin: ClassVar[bool] = False  # the script goes to the submit command's stdin (bsub < job.bsub)
+    submit_checks: ClassVar[str]  # what to check when it refuses a job
+    prefix: ClassVar[str]  # of its directive lines: #SBATCH, #BSUB, #PBS
+    quote_values: ClassVar[bool] = True  # it reads directive values as shell words
+    time_option: ClassVar[str] = "time"  # the field of its options that sets the time limit
+    args_option: ClassVar[str]  # the field of its options with the user's own directives
+    begin_format: ClassVar[str] = ""  # strftime of its begin time; without %S, rounded up to the minute
+    index_var: ClassVar[str]  # the array index inside a job
+    first_index: ClassVar[int] = 0
+    banner: ClassVar[str] = ""  # the script's line saying which job runs where
+    # Of a query that answers records (bjobs, qstat): the field with the state, the states still
+    # queued or running, what its error says of a job it does not know, and how it is named.
+    state_field: ClassVar[str] = "state"
+    active: ClassVar[frozenset[str]] = frozenset()
+    unknown_job: ClassVar[str] = ""
+    query_name: ClassVar[str] = ""
+
+    def require(self) -> None:
+        missing = [t for t in self.tools if not shutil.which(t)]
+        if missing:
+            raise MissingToolError(f"{self.label} commands not found: {', '.join(missing)}", hint=self.tools_hint)
+
+    # ---------------------------------------------------------------- the script
+
+    def time_limit(self, seconds: float) -> str:
+        """Its time limit for a run with this timeout (`padded_minutes`)."""
+        raise NotImplementedError
+
+    def begin_time(self, seconds: float, now: float | None = None) -> str:
+        """Its begin time `seconds` from now."""
+        at = (time.time() if now is None else now) + seconds + (0 if "%S" in self.begin_format else 59)
+        return time.strftime(self.begin_format, time.localtime(at))
+
+    def directives(self, req: JobRequest, opts, array: bool, limit: str | None, begin: str | None) -> list[Directive]:
+        """Its directives for this job, in its order (the user's own follow them)."""
+        raise NotImplementedError
+
+    def render_script(self, req: JobRequest, opts) -> str:
+        """The job script: the directives, the user's own (from the options), then the body."""
+        array = len(req.tasks) > 1
+        limit = getattr(opts, self.time_option) or (self.time_limit(req.timeout_s) if req.timeout_s else None)
+        begin = self.begin_time(req.begin_s) if req.begin_s is not None and req.begin_s >= 1 else None
+        check = quoted_header if self.quote_values else header_value
+        lines = ["#!/bin/bash"]
+        for flag, value, what in self.directives(req, opts, array, limit, begin):
+            if value is True:
+                lines.append(f"{self.prefix} {flag}")
+            elif not (value is None or value is False or value == ""):
+                lines.append(f"{self.prefix} {flag}{check(str(value), what) if what else value}")
+        extra = f"{self.tools[0]} argument"
+        lines += [f"{self.prefix} {header_value(arg, extra)}" for arg in getattr(opts, self.args_option)]
+        return "\n".join(lines + self.body(req, array)) + "\n"
+
+    def body(self, req: JobRequest, array: bool) -> list[str]:
+        """The script after its directives: each run in its own directory, its outputs there."""
+        tasks = req.tasks
+        run = dispatch(tasks, self.index_var, self.first_index) if array else task_lines(tasks[0], redirect=True)
+        return ["# written by clusterbench: each run in its own directory, its outputs there", self.banner, *run]
+
+    # ---------------------------------------------------------------- submitting, cancelling
+
+    def job_id(self, answer: str) -> str | None:
+        """The job id in what the submit command printed; None if there is none."""
+        raise NotImplementedError
+
+    def element(self, job_id: str, index: int) -> str:
+        """The task id of an array's element."""
+        raise NotImplementedError
+
+    def parent(self, task_id: str) -> str:
+        """The job a task belongs to (for cancelling a whole array)."""
+        raise NotImplementedError
+
+    def submit(self, req: JobRequest, opts, env: dict[str, str]) -> Submitted:
+        self.require()
+        text = self.render_script(req, opts)
+        script = write_scripts(req, text, self.script)
+        tool = self.tools[0]
+        if self.script_on_stdin:
+            code, out, err = run_tool([tool, *self.submit_args], env=env, stdin=text)
+        else:
+            code, out, err = run_tool([tool, *self.submit_args, str(script)], env=env)
+        job_id = self.job_id(out) if code == 0 else None
+        if job_id is None:
+            raise UserInputError(f"{tool} refused the job of {req.name}: {(err or out).strip()[:500]}",
+                                 hint=f"the script is {script}; check {self.submit_checks}")
+        n = len(req.tasks)
+        return Submitted(job_id, req, [self.element(job_id, self.first_index + i) for i in range(n)] if n > 1
+                         else [job_id])
+
+    def cancel(self, ids: list[str]) -> None:
+        """Cancel these tasks or jobs; a scheduler that cannot be asked is no reason to stop (the jobs
+        are named in the run directories, and the next run settles them)."""
+        if ids:
+            try:
+                run_tool([self.tools[-1], *ids])
+            except UserInputError:
+                pass
+
+    # ---------------------------------------------------------------- asking about tasks
+
+    def query(self, task_ids: list[str]) -> dict[str, dict] | None:
+        """What the scheduler says of these tasks (`ask`)."""
+        raise NotImplementedError
+
+    def ask(self, command: list[str], parse: Callable[[str], dict[str, dict]]) -> dict[str, dict] | None:
+        """Its query's records, by task id: {} when it knows none of them, None when it could not be asked."""
+        code, out, err = run_tool(command)
+        if not out.strip():
+            return {} if code == 0 or self.unknown_job in err else None
+        return parse(out)
+
+    @staticmethod
+    def record(found: dict[str, dict], task_id: str) -> dict | None:
+        """The record of a task, also when its id differs after a '.' (PBS: 123[4] and 123[4].server)."""
+        if task_id in found:
+            return found[task_id]
+        short = task_id.split(".", 1)[0]
+        return next((rec for job, rec in found.items() if job.split(".", 1)[0] == short), None)
+
+    def active_states(self, task_ids: list[str]) -> dict[str, str] | None:
+        if not task_ids:
+            return {}
+        found = self.query(task_ids)
+        if found is None:
+            return None
+        states = {task: (self.record(found, task) or {}).get(self.state_field) for task in task_ids}
+        return {task: state for task, state in states.items() if state in self.active}
+
+    def ended(self, task_id: str, rec: dict) -> JobState:
+        """The final state a task's record says."""
+        raise NotImplementedError
+
+    def final_state(self, task_id: str) -> JobState:
+        rec = self.record(self.query([task_id]) or {}, task_id)
+        if rec is None:
+            return JobState(task_id, "UNKNOWN", reason=f"{self.query_name} does not know the job any more",
+                            source=self.query_name.split()[0])
+        return self.ended(task_id, rec)

@@ -10,102 +10,84 @@ i-1 in its own directory. The scheduler is asked with
 whose documented answer is {"COMMAND":"bjobs","JOBS":N,"RECORDS":[{"JOBID":"123","STAT":"RUN",...}]}
 (array elements appear as 123[4]; a job LSF does not know has an "ERROR" field instead). Inside
 the job, mpirun is given a hostfile written from LSB_DJOB_HOSTFILE (Open MPI without LSF support
-does not read the allocation itself). The functions are the scheduler interface of launch/batch.py.
+does not read the allocation itself). `Lsf` gives what LSF says differently; the flow of a job is
+launch/batch.py's `BatchScheduler`, and this module's functions are the scheduler interface there.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
-import shutil
-import time
 
-from clusterbench.errors import EnvironmentProblem, MissingToolError, UserInputError
+from clusterbench.errors import EnvironmentProblem
 from clusterbench.launch.batch import (
     MAX_ARRAY,
+    BatchScheduler,
+    Directive,
     JobRequest,
     JobState,
-    Submitted,
-    cancel_jobs,
-    directives,
-    dispatch,
-    fold_hosts,
+    host_set,
     load_json,
-    quoted_header,
-    run_tool,
-    task_lines,
+    padded_minutes,
     text_field,
     to_int,
-    write_scripts,
 )
 from clusterbench.launch.site import LsfOptions
 
-NAME, LABEL, SCRIPT = "lsf", "LSF", "job.bsub"
-INDEX_VAR, NODEFILE_VAR = "LSB_JOBINDEX", "LSB_DJOB_HOSTFILE"
-ACTIVE = {"PEND", "PROV", "PSUSP", "RUN", "USUSP", "SSUSP", "WAIT"}
 FIELDS = "jobid stat exit_code run_time exec_host"
 
 
-def require() -> None:
-    missing = [t for t in ("bsub", "bjobs", "bkill") if not shutil.which(t)]
-    if missing:
-        raise MissingToolError(f"LSF commands not found: {', '.join(missing)}",
-                               hint="source LSF's profile.lsf (or load its module) on a host of the LSF cluster")
+class Lsf(BatchScheduler):
+    name, label, script, prefix = "lsf", "LSF", "job.bsub", "#BSUB"
+    tools = ("bsub", "bjobs", "bkill")
+    tools_hint = "source LSF's profile.lsf (or load its module) on a host of the LSF cluster"
+    script_on_stdin = True
+    submit_checks = "queue, project, time limit and slot count"
+    args_option = "bsub_args"
+    begin_format = "%Y:%m:%d:%H:%M"  # bsub -b [[year:][month:]day:]hour:minute
+    index_var, first_index = "LSB_JOBINDEX", 1
+    banner = 'echo "clusterbench: LSF job $LSB_JOBID[${LSB_JOBINDEX:-0}] on $LSB_HOSTS" >&2'
+    state_field, unknown_job, query_name = "stat", "not found", "bjobs"
+    active = frozenset({"PEND", "PROV", "PSUSP", "RUN", "USUSP", "SSUSP", "WAIT"})
 
+    def time_limit(self, seconds: float) -> str:
+        """bsub -W hours:minutes."""
+        minutes = padded_minutes(seconds)
+        return f"{minutes // 60}:{minutes % 60:02d}"
 
-def lsf_time(seconds: float) -> str:
-    """bsub -W hours:minutes, rounded up to the minute plus one for start-up."""
-    minutes = int(-(-seconds // 60)) + 1
-    return f"{minutes // 60}:{minutes % 60:02d}"
+    def directives(self, req: JobRequest, opts: LsfOptions, array: bool, limit: str | None,
+                   begin: str | None) -> list[Directive]:
+        log = str(req.workdir / ("lsf-%J_%I" if array else "lsf-%J"))
+        return [("-J ", f"{req.name}[1-{len(req.tasks)}]" if array else req.name, "job name"),
+                ("-n ", req.nodes * req.tasks_per_node, None),
+                ("-R ", shlex.quote(f"span[ptile={req.tasks_per_node}]"), None),
+                ("-cwd ", str(req.workdir), "run directory"),
+                ("-o ", log + ".out", "output file"), ("-e ", log + ".err", "error file"),
+                ("-x", bool(opts.exclusive), None), ("-W ", limit, "time limit"), ("-b ", begin, "begin time"),
+                ("-q ", opts.queue, "queue"), ("-P ", opts.project, "project")]
 
+    def job_id(self, answer: str) -> str | None:
+        m = re.search(r"Job <(\d{1,18})> is submitted", answer)
+        return m.group(1) if m else None
 
-def begin_time(seconds: float, now: float | None = None) -> str:
-    """bsub -b [[year:][month:]day:]hour:minute, `seconds` from now rounded up to the minute."""
-    at = (time.time() if now is None else now) + seconds + 59
-    return time.strftime("%Y:%m:%d:%H:%M", time.localtime(at))
+    def element(self, job_id: str, index: int) -> str:
+        return f"{job_id}[{index}]"
 
+    def parent(self, task_id: str) -> str:
+        return task_id.split("[", 1)[0]
 
-def render_script(req: JobRequest, opts: LsfOptions) -> str:
-    tasks = req.tasks
-    array = len(tasks) > 1
-    name = f"{req.name}[1-{len(tasks)}]" if array else req.name
-    log = str(req.workdir / ("lsf-%J_%I" if array else "lsf-%J"))
-    lines = ["#!/bin/bash",
-             f"#BSUB -J {quoted_header(name, 'job name')}",
-             f"#BSUB -n {req.nodes * req.tasks_per_node}",
-             f"#BSUB -R {shlex.quote(f'span[ptile={req.tasks_per_node}]')}",
-             f"#BSUB -cwd {quoted_header(str(req.workdir), 'run directory')}",
-             f"#BSUB -o {quoted_header(log + '.out', 'output file')}",
-             f"#BSUB -e {quoted_header(log + '.err', 'error file')}"]
-    if opts.exclusive:
-        lines.append("#BSUB -x")
-    limit = opts.time or (lsf_time(req.timeout_s) if req.timeout_s else None)
-    begin = begin_time(req.begin_s) if req.begin_s is not None and req.begin_s >= 1 else None
-    lines += directives("#BSUB", [("-W ", limit, "time limit"), ("-b ", begin, "begin time"),
-                                  ("-q ", opts.queue, "queue"), ("-P ", opts.project, "project")],
-                        opts.bsub_args, "bsub argument")
-    lines.append("# written by clusterbench: each run in its own directory, its outputs there")
-    lines.append('echo "clusterbench: LSF job $LSB_JOBID[${LSB_JOBINDEX:-0}] on $LSB_HOSTS" >&2')
-    lines += dispatch(tasks, INDEX_VAR, 1) if array else task_lines(tasks[0], redirect=True)
-    return "\n".join(lines) + "\n"
+    def query(self, task_ids: list[str]) -> dict[str, dict] | None:
+        return _bjobs(task_ids)
 
-
-def submit(req: JobRequest, opts: LsfOptions, env: dict[str, str]) -> Submitted:
-    require()
-    text = render_script(req, opts)
-    script = write_scripts(req, text, SCRIPT)
-    code, out, err = run_tool(["bsub"], env=env, stdin=text)
-    m = re.search(r"Job <(\d{1,18})> is submitted", out)
-    if code != 0 or not m:
-        raise UserInputError(f"bsub refused the job of {req.name}: {(err or out).strip()[:500]}",
-                             hint=f"the script is {script}; check queue, project, time limit and slot count")
-    job_id = m.group(1)
-    n = len(req.tasks)
-    return Submitted(job_id, req, [f"{job_id}[{i}]" for i in range(1, n + 1)] if n > 1 else [job_id])
-
-
-def parent(task_id: str) -> str:
-    return task_id.split("[", 1)[0]
+    def ended(self, task_id: str, rec: dict) -> JobState:
+        stat = rec["stat"]
+        code = rec["exit_code"]
+        state = {"DONE": "COMPLETED", "EXIT": "FAILED"}.get(stat, stat)
+        if stat == "DONE" and code is None:
+            code = 0
+        signal = code - 128 if state == "FAILED" and code is not None and 128 < code < 160 else None
+        return JobState(task_id, state, code, signal, rec["run_time_s"], rec["nodes"], raw_state=stat,
+                        source="bjobs")
 
 
 def parse_run_time(text: str | None) -> float | None:
@@ -116,10 +98,7 @@ def parse_run_time(text: str | None) -> float | None:
 
 def parse_exec_host(text: str | None) -> str | None:
     """'node1:node1:node2' or '2*node1:2*node2' -> node[1-2]."""
-    if not text:
-        return None
-    names = [part.split("*", 1)[-1] for part in re.split(r"[:\s]+", text) if part]
-    return fold_hosts([n for n in names if re.fullmatch(r"[A-Za-z0-9_.\-]{1,255}", n)][:MAX_ARRAY])
+    return host_set(part.split("*", 1)[-1] for part in re.split(r"[:\s]+", text or "") if part)
 
 
 def parse_bjobs(text: str) -> dict[str, dict]:
@@ -147,35 +126,13 @@ def parse_bjobs(text: str) -> dict[str, dict]:
 
 
 def _bjobs(task_ids: list[str]) -> dict[str, dict] | None:
-    ids = sorted({parent(t) for t in task_ids})
-    code, out, err = run_tool(["bjobs", "-a", "-o", FIELDS, "-json", *ids])
-    if not out.strip():
-        return {} if code == 0 or "not found" in err else None
-    return parse_bjobs(out)
+    """bjobs about the jobs of these tasks (a module function, which a test may answer for)."""
+    return SCHEDULER.ask(["bjobs", "-a", "-o", FIELDS, "-json", *sorted({parent(t) for t in task_ids})], parse_bjobs)
 
 
-def active_states(task_ids: list[str]) -> dict[str, str] | None:
-    if not task_ids:
-        return {}
-    found = _bjobs(task_ids)
-    if found is None:
-        return None
-    return {job: rec["stat"] for job, rec in found.items() if rec["stat"] in ACTIVE}
-
-
-def final_state(task_id: str) -> JobState:
-    found = _bjobs([task_id]) or {}
-    rec = found.get(task_id)
-    if rec is None:
-        return JobState(task_id, "UNKNOWN", reason="bjobs does not know the job any more", source="bjobs")
-    stat = rec["stat"]
-    code = rec["exit_code"]
-    state = {"DONE": "COMPLETED", "EXIT": "FAILED"}.get(stat, stat)
-    if stat == "DONE" and code is None:
-        code = 0
-    signal = code - 128 if state == "FAILED" and code is not None and 128 < code < 160 else None
-    return JobState(task_id, state, code, signal, rec["run_time_s"], rec["nodes"], raw_state=stat, source="bjobs")
-
-
-def cancel(ids: list[str]) -> None:
-    cancel_jobs("bkill", ids)
+SCHEDULER = Lsf()
+NAME, LABEL, SCRIPT = SCHEDULER.name, SCHEDULER.label, SCHEDULER.script
+# The scheduler interface (launch/batch.py) as this module's functions, which the job engine calls by name.
+require, render_script, submit, parent = SCHEDULER.require, SCHEDULER.render_script, SCHEDULER.submit, SCHEDULER.parent
+active_states, final_state, cancel = SCHEDULER.active_states, SCHEDULER.final_state, SCHEDULER.cancel
+begin_time = SCHEDULER.begin_time

@@ -12,7 +12,8 @@ ConsumedEnergyRaw, TotalCPU and MaxRSS (the largest of the job's steps), stored 
 `accounting` with the name of the command that answered. Every job of a campaign is cancelled
 when the campaign is interrupted, so nothing keeps running behind the user's back.
 
-The functions here are the scheduler interface of launch/batch.py.
+`Slurm` gives what Slurm says differently; the flow of a job is launch/batch.py's
+`BatchScheduler`, and this module's functions are the scheduler interface there.
 """
 
 from __future__ import annotations
@@ -22,105 +23,105 @@ import shlex
 import shutil
 import time
 
-from clusterbench.errors import MissingToolError, UserInputError
+from clusterbench.errors import UserInputError
 from clusterbench.launch.batch import (
+    BatchScheduler,
+    Directive,
     JobRequest,
     JobState,
     Submitted,
-    cancel_jobs,
     clock_seconds,
     dispatch,
     expand_indices,
     exports,
-    header_value,
+    padded_minutes,
     run_tool,
     text_field,
-    write_scripts,
 )
 from clusterbench.launch.site import SlurmOptions
 
 __all__ = ["JobRequest", "JobState", "Submitted"]
 
-NAME, LABEL, SCRIPT = "slurm", "Slurm", "job.sbatch"
-ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING",
-          "SIGNALING", "STAGE_OUT", "REQUEUE_HOLD", "REQUEUE_FED"}
 SACCT_FIELDS = ("JobID", "State", "ExitCode", "Elapsed", "ElapsedRaw", "NodeList", "ConsumedEnergyRaw",
                 "TotalCPU", "MaxRSS")
 SACCT_WAIT_S = 3.0  # how long sacct may lag behind the controller for a job that just ended
 
 
-def require() -> None:
-    missing = [t for t in ("sbatch", "squeue", "scontrol", "scancel") if not shutil.which(t)]
-    if missing:
-        raise MissingToolError(f"Slurm commands not found: {', '.join(missing)}",
-                               hint="install slurm-client (apt-get install slurm-client) or load the Slurm module")
+class Slurm(BatchScheduler):
+    name, label, script, prefix = "slurm", "Slurm", "job.sbatch", "#SBATCH"
+    tools = ("sbatch", "squeue", "scontrol", "scancel")
+    tools_hint = "install slurm-client (apt-get install slurm-client) or load the Slurm module"
+    submit_args = ("--parsable",)
+    submit_checks = "partition, time limit and node count"
+    quote_values = False  # sbatch reads each #SBATCH line's value to its end
+    args_option = "sbatch_args"
+    index_var = "SLURM_ARRAY_TASK_ID"
+    active = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING",
+                        "SIGNALING", "STAGE_OUT", "REQUEUE_HOLD", "REQUEUE_FED"})
 
+    def time_limit(self, seconds: float) -> str:
+        """sbatch --time as D-HH:MM:SS."""
+        days, minutes = divmod(padded_minutes(seconds), 24 * 60)
+        return f"{days}-{minutes // 60:02d}:{minutes % 60:02d}:00"
 
-require_slurm = require
+    def begin_time(self, seconds: float, now: float | None = None) -> str:
+        return f"now+{int(seconds)}"
 
+    def directives(self, req: JobRequest, opts: SlurmOptions, array: bool, limit: str | None,
+                   begin: str | None) -> list[Directive]:
+        out, err = ("slurm-%A_%a.out", "slurm-%A_%a.err") if array else ("stdout.txt", "stderr.txt")
+        return [("--job-name=", req.name, "job name"), ("--nodes=", req.nodes, None),
+                ("--ntasks-per-node=", req.tasks_per_node, None), ("--cpus-per-task=", req.cpus_per_task, None),
+                ("--chdir=", str(req.workdir), "run directory"), ("--output=", str(req.workdir / out), "output file"),
+                ("--error=", str(req.workdir / err), "error file"),
+                ("--array=", f"0-{len(req.tasks) - 1}" if array else None, None), ("--begin=", begin, None),
+                ("--exclusive", bool(opts.exclusive), None), ("--time=", limit, "time limit"),
+                *((f"--{key}=", getattr(opts, key), key) for key in ("partition", "account", "qos"))]
 
-def slurm_time(seconds: float) -> str:
-    """sbatch --time as D-HH:MM:SS, rounded up to the minute plus one for start-up."""
-    minutes = int(-(-seconds // 60)) + 1
-    days, minutes = divmod(minutes, 24 * 60)
-    return f"{days}-{minutes // 60:02d}:{minutes % 60:02d}:00"
+    def body(self, req: JobRequest, array: bool) -> list[str]:
+        """One run in the job's own directory (the directives chose it and the outputs), or one per array element."""
+        if array:
+            return ["# written by clusterbench: one run per array element, each in its own directory",
+                    'echo "clusterbench: job ${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID} on $SLURM_JOB_NODELIST" >&2',
+                    *dispatch(req.array, self.index_var, self.first_index)]
+        lines = ["# written by clusterbench: one run, in its own directory", *exports(req.env),
+                 'echo "clusterbench: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST" >&2', *req.before,
+                 shlex.join(req.command)]
+        return lines + (["cb_status=$?", *req.after, "exit $cb_status"] if req.after else [])
 
+    def job_id(self, answer: str) -> str | None:
+        job_id = answer.strip().split(";")[0]  # --parsable: id[;cluster]
+        return job_id if re.fullmatch(r"\d{1,18}", job_id) else None
 
-def render_script(req: JobRequest, opts: SlurmOptions) -> str:
-    array = len(req.array) > 1
-    out = (req.workdir / ("slurm-%A_%a.out" if array else "stdout.txt"))
-    err = (req.workdir / ("slurm-%A_%a.err" if array else "stderr.txt"))
-    lines = ["#!/bin/bash",
-             f"#SBATCH --job-name={header_value(req.name, 'job name')}",
-             f"#SBATCH --nodes={req.nodes}",
-             f"#SBATCH --ntasks-per-node={req.tasks_per_node}",
-             f"#SBATCH --cpus-per-task={req.cpus_per_task}",
-             f"#SBATCH --chdir={header_value(str(req.workdir), 'run directory')}",
-             f"#SBATCH --output={header_value(str(out), 'output file')}",
-             f"#SBATCH --error={header_value(str(err), 'error file')}"]
-    if array:
-        lines.append(f"#SBATCH --array=0-{len(req.array) - 1}")
-    if req.begin_s is not None and req.begin_s >= 1:
-        lines.append(f"#SBATCH --begin=now+{int(req.begin_s)}")
-    if opts.exclusive:
-        lines.append("#SBATCH --exclusive")
-    limit = opts.time or (slurm_time(req.timeout_s) if req.timeout_s else None)
-    if limit:
-        lines.append(f"#SBATCH --time={header_value(limit, 'time limit')}")
-    for key in ("partition", "account", "qos"):
-        if getattr(opts, key):
-            lines.append(f"#SBATCH --{key}={header_value(getattr(opts, key), key)}")
-    lines += [f"#SBATCH {header_value(arg, 'sbatch argument')}" for arg in opts.sbatch_args]
-    if array:
-        lines.append("# written by clusterbench: one run per array element, each in its own directory")
-        lines.append('echo "clusterbench: job ${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID} on $SLURM_JOB_NODELIST" >&2')
-        lines += dispatch(req.array, "SLURM_ARRAY_TASK_ID", 0)
-        return "\n".join(lines) + "\n"
-    lines.append("# written by clusterbench: one run, in its own directory")
-    lines += exports(req.env)
-    lines.append('echo "clusterbench: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST" >&2')
-    lines += req.before
-    lines.append(shlex.join(req.command))
-    if req.after:
-        lines += ["cb_status=$?", *req.after, "exit $cb_status"]
-    return "\n".join(lines) + "\n"
+    def element(self, job_id: str, index: int) -> str:
+        return f"{job_id}_{index}"
 
+    def parent(self, task_id: str) -> str:
+        return task_id.split("_", 1)[0]
 
-def submit(req: JobRequest, opts: SlurmOptions, env: dict[str, str]) -> Submitted:
-    require()
-    text = render_script(req, opts)
-    script = write_scripts(req, text, SCRIPT)
-    code, out, err = run_tool(["sbatch", "--parsable", str(script)], env=env)
-    job_id = out.strip().split(";")[0]
-    if code != 0 or not re.fullmatch(r"\d{1,18}", job_id):
-        raise UserInputError(f"sbatch refused the job of {req.name}: {(err or out).strip()[:500]}",
-                             hint=f"the script is {script}; check partition, time limit and node count")
-    tasks = [f"{job_id}_{i}" for i in range(len(req.array))] if len(req.array) > 1 else [job_id]
-    return Submitted(job_id, req, tasks)
+    def active_states(self, task_ids: list[str]) -> dict[str, str] | None:
+        """State of the jobs and array elements still in the queue (one that left it is absent);
+        None when squeue could not be asked."""
+        if not task_ids:
+            return {}
+        ids = sorted({self.parent(j) for j in task_ids} | {j for j in task_ids if "_" in j})
+        code, out, err = run_tool(["squeue", "-h", "-r", "-j", ",".join(ids), "-o", "%i %T"])
+        if code != 0:
+            return {} if "Invalid job id" in err else None
+        return parse_squeue(out)
 
-
-def parent(task_id: str) -> str:
-    return task_id.split("_", 1)[0]
+    def final_state(self, task_id: str) -> JobState:
+        """State, exit code, elapsed time and nodes of a job or array element that left the queue,
+        with sacct's accounting when the cluster keeps it."""
+        state = _from_scontrol(task_id)
+        accounting = sacct_accounting(task_id, wait=state is not None)
+        if accounting:
+            if state is None:
+                state = JobState(task_id, accounting.get("state") or "UNKNOWN", accounting.get("exit_code"),
+                                 accounting.get("signal"), accounting.get("elapsed_s"), accounting.get("nodes"),
+                                 source="sacct")
+            state.accounting = accounting
+        return state or JobState(task_id, "UNKNOWN", reason="neither scontrol nor sacct knows the job any more")
 
 
 def parse_squeue(text: str) -> dict[str, str]:
@@ -141,32 +142,6 @@ def parse_squeue(text: str) -> dict[str, str]:
         elif re.fullmatch(r"\d{1,18}(?:_\d{1,9})?(?:\+\d{1,9})?", job):
             states[job] = state
     return states
-
-
-def active_states(job_ids: list[str]) -> dict[str, str] | None:
-    """State of the jobs and array elements still in the queue (one that left it is absent);
-    None when squeue could not be asked."""
-    if not job_ids:
-        return {}
-    ids = sorted({parent(j) for j in job_ids} | {j for j in job_ids if "_" in j})
-    code, out, err = run_tool(["squeue", "-h", "-r", "-j", ",".join(ids), "-o", "%i %T"])
-    if code != 0:
-        return {} if "Invalid job id" in err else None
-    return parse_squeue(out)
-
-
-def final_state(job_id: str) -> JobState:
-    """State, exit code, elapsed time and nodes of a job or array element that left the queue,
-    with sacct's accounting when the cluster keeps it."""
-    state = _from_scontrol(job_id)
-    accounting = sacct_accounting(job_id, wait=state is not None)
-    if accounting:
-        if state is None:
-            state = JobState(job_id, accounting.get("state") or "UNKNOWN", accounting.get("exit_code"),
-                             accounting.get("signal"), accounting.get("elapsed_s"), accounting.get("nodes"),
-                             source="sacct")
-        state.accounting = accounting
-    return state or JobState(job_id, "UNKNOWN", reason="neither scontrol nor sacct knows the job any more")
 
 
 def _from_scontrol(job_id: str) -> JobState | None:
@@ -200,7 +175,7 @@ def sacct_accounting(job_id: str, wait: bool = False) -> dict | None:
             return None
         found = parse_sacct(out, job_id)
         # The database lags the controller: a job just ended may be missing there or still active.
-        if (found and found.get("state") not in ACTIVE) or time.monotonic() >= deadline:
+        if (found and found.get("state") not in Slurm.active) or time.monotonic() >= deadline:
             return found
         time.sleep(0.5)
 
@@ -258,10 +233,6 @@ def scontrol_accounting(state: JobState) -> dict:
             "elapsed_s": state.elapsed_s, "nodes": state.nodes}
 
 
-def cancel(job_ids: list[str]) -> None:
-    cancel_jobs("scancel", job_ids)
-
-
 def parse_elapsed(text: str) -> float | None:
     """Slurm's [D-]HH:MM:SS / MM:SS -> seconds."""
     m = re.fullmatch(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)", text.strip())
@@ -275,3 +246,11 @@ def _int(text: str | None) -> int | None:
     if text is None or not re.fullmatch(r"-?\d{1,18}", text.strip()):
         return None
     return int(text)
+
+
+SCHEDULER = Slurm()
+NAME, LABEL, SCRIPT = SCHEDULER.name, SCHEDULER.label, SCHEDULER.script
+# The scheduler interface (launch/batch.py) as this module's functions, which the job engine calls by name.
+require, render_script, submit, parent = SCHEDULER.require, SCHEDULER.render_script, SCHEDULER.submit, SCHEDULER.parent
+active_states, final_state, cancel = SCHEDULER.active_states, SCHEDULER.final_state, SCHEDULER.cancel
+require_slurm = require

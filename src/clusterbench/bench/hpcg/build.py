@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from clusterbench.bench.declare import OPENMP_OPTION, BuildRecipe
 from clusterbench.build import common
 from clusterbench.build.common import Built, Job, Log, Recipe, read_version, run_logged
 from clusterbench.build.makearch import make_hpcg_arch
@@ -63,3 +64,11 @@ def smoke_test(binary: Path, mpi: str | None = None) -> None:
     """One rank, a 16^3 grid, 1 s: the binary must write its HPCG-Benchmark report."""
     common.smoke_run([str(binary), "--nx=16", "--ny=16", "--nz=16", "--rt=1"], "xhpcg", lambda output: None,
                      ranks=1, mpi=mpi, env={"OMP_NUM_THREADS": "1"}, produces="HPCG-Benchmark*.txt")
+
+
+BUILD = BuildRecipe(
+    "hpcg", "HPCG", "Build xhpcg from the official tree (its own make system, a generated setup/Make file).",
+    build_hpcg, DEFAULT_CFLAGS,
+    lambda p: f"HPCG {p['version']}, {p['mpi']}, {'MPI + OpenMP' if p['openmp'] else 'MPI only'}",
+    "`clusterbench bench hpcg` now uses it.", (OPENMP_OPTION,),
+    source_help="The official HPCG 3.x source tree or tarball.")

@@ -18,6 +18,7 @@ import shutil
 from importlib import resources
 from pathlib import Path
 
+from clusterbench.bench.declare import BuildOption, BuildRecipe
 from clusterbench.bench.hpl.input import HplInput, render_hpl_dat
 from clusterbench.bench.hpl.output import hpl_outcome
 from clusterbench.build import common
@@ -137,3 +138,15 @@ def smoke_test(binary: Path, blas: str, mpi: str | None = None) -> float:
     output = common.smoke_run([str(binary)], "xhpl", passed, ranks=1, mpi=mpi, env=env, timeout=120,
                               inputs={"HPL.dat": render_hpl_dat(HplInput(ns=[256], nbs=[64], grids=[(1, 1)]))})
     return hpl_outcome(output).best("hpl_gflops").value
+
+
+BUILD = BuildRecipe(
+    "hpl", "HPL", "Build a standalone xhpl (Make.<arch> generated, MPI-3 patches, smoke test) and register it.",
+    build_hpl, DEFAULT_CFLAGS,
+    lambda p: f"HPL {p['version']}, {p['blas']} BLAS, {p.get('mpi', 'openmpi')}, "
+              f"smoke test {p.get('smoke_test_gflops', 0):.2f} Gflop/s",
+    "campaigns and `clusterbench bench hpl` now use it; see `clusterbench build list`.",
+    (BuildOption("blas", str, "generic",
+                 "BLAS link: generic (libblas.so.3, switchable per run), openblas, blis or mkl ($MKLROOT)."),),
+    source_help="netlib HPL 2.x tree or tarball. Default on Debian/Ubuntu: the HPL in Debian's hpcc source.",
+    source_required=False, cflags_help="Compiler flags (default: -O3 -march=native ...).")

@@ -26,8 +26,9 @@ class Imb(OfficialBinary):
     name = "imb"
     binary_names = ("IMB-MPI1",)
     env_var = "CLUSTERBENCH_IMB"
-    install_hint = ("build the Intel MPI Benchmarks (github.com/intel/mpi-benchmarks, `make IMB-MPI1` with "
-                    "CC=mpicc) and put IMB-MPI1 on PATH, in $CLUSTERBENCH_PATH or in $CLUSTERBENCH_IMB")
+    install_hint = ("get the Intel MPI Benchmarks source (github.com/intel/mpi-benchmarks) and run "
+                    "`clusterbench build imb --source PATH`, or build IMB-MPI1 yourself (`make IMB-MPI1` with "
+                    "CC=mpicc) and put it on PATH, in $CLUSTERBENCH_PATH or in $CLUSTERBENCH_IMB")
     output_formats = (output.FORMAT,)
     metrics = output.METRICS
     needs_mpi = True

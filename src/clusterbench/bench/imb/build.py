@@ -14,6 +14,7 @@ import re
 import shlex
 from pathlib import Path
 
+from clusterbench.bench.declare import BuildRecipe
 from clusterbench.build import common
 from clusterbench.build.common import DEFAULT_CFLAGS, Built, Job, Log, Recipe
 from clusterbench.native.build import toolchain_identity
@@ -98,3 +99,11 @@ def _latency(output: str) -> float | None:
             if metric.name == "latency_us":
                 return metric.value
     return None
+
+
+BUILD = BuildRecipe(
+    "imb", "IMB", "Build IMB-MPI1 of the Intel MPI Benchmarks (upstream make; it compiles at -O0 whatever --cflags).",
+    build_imb, DEFAULT_CFLAGS,
+    lambda p: f"IMB {p['version']}, {p['mpi']}, compiled {p.get('optimization')}, "
+              f"smoke test PingPong {p.get('smoke_test_latency_us')} us",
+    "`clusterbench bench imb` now uses it.")

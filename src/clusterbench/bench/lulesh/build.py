@@ -13,6 +13,7 @@ import re
 import shlex
 from pathlib import Path
 
+from clusterbench.bench.declare import OPENMP_OPTION, BuildRecipe
 from clusterbench.build import common
 from clusterbench.build.common import DEFAULT_CFLAGS, Built, Job, Log, Recipe
 from clusterbench.native.build import toolchain_identity
@@ -77,3 +78,9 @@ def build_lulesh(source: Path, cflags: str = DEFAULT_CFLAGS, openmp: bool = True
 
     return common.build(RECIPE, source, {"make": variables, "toolchain": toolchain_identity(mpicxx)}, steps, force,
                         log, f"({'MPI + OpenMP' if openmp else 'MPI only'}) with {stack.implementation}")
+
+
+BUILD = BuildRecipe(
+    "lulesh", "LULESH", "Build lulesh2.0 (upstream Makefile, CXX=mpicxx -DUSE_MPI=1, OpenMP).", build_lulesh,
+    DEFAULT_CFLAGS, lambda p: f"LULESH {p['version']}, {p['mpi']}, smoke test FOM {p.get('smoke_test_fom')} z/s",
+    options=(OPENMP_OPTION,))

@@ -27,7 +27,8 @@ class Osu(OfficialBinary):
     name = "osu"
     binary_names = ("osu_latency", "osu_bw")
     env_var = "CLUSTERBENCH_OSU"
-    install_hint = ("build the OSU Micro-Benchmarks (mvapich.cse.ohio-state.edu, ./configure CC=mpicc "
+    install_hint = ("get the OSU Micro-Benchmarks source (mvapich.cse.ohio-state.edu) and run "
+                    "`clusterbench build osu --source PATH`, or build them yourself (./configure CC=mpicc "
                     "CXX=mpicxx && make) and add the folders of osu_latency etc. to $CLUSTERBENCH_PATH or PATH")
     output_formats = (output.FORMAT,)
     metrics = output.METRICS

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from clusterbench.bench.declare import BuildRecipe
 from clusterbench.bench.osu.benchmark import COLLECTIVES, POINT_TO_POINT
 from clusterbench.build import common
 from clusterbench.build.common import DEFAULT_CFLAGS, BuildError, Built, Job, Log, Recipe
@@ -86,3 +87,11 @@ def _latency(output: str) -> float | None:
     from clusterbench.bench.osu.output import osu_outcome, parse_osu
 
     return next((m.value for m in osu_outcome(parse_osu(output)).metrics if m.name == "latency_us"), None)
+
+
+BUILD = BuildRecipe(
+    "osu", "OSU", "Build the OSU Micro-Benchmarks (configure && make) and register osu_latency, osu_bw, ... each.",
+    build_osu, DEFAULT_CFLAGS,
+    lambda p: f"OSU {p['version']}, {p['mpi']}, smoke test {p.get('smoke_test_latency_us')} us; "
+              f"installed beside it: {', '.join(p.get('installed', {}))}",
+    "`clusterbench bench osu -p test=...` now uses them.")

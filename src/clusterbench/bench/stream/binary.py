@@ -20,8 +20,9 @@ class StreamBinary(OfficialBinary):
     name = "stream-binary"
     binary_names = ("stream", "stream_c.exe", "stream_c")
     env_var = "CLUSTERBENCH_STREAM"
-    install_hint = ("compile McCalpin's stream.c (www.cs.virginia.edu/stream: gcc -O3 -fopenmp "
-                    "-DSTREAM_ARRAY_SIZE=80000000 stream.c -o stream) and put it on PATH or in $CLUSTERBENCH_STREAM")
+    install_hint = ("get McCalpin's stream.c (www.cs.virginia.edu/stream) and run `clusterbench build stream "
+                    "--source PATH`, or compile it yourself (gcc -O3 -fopenmp -DSTREAM_ARRAY_SIZE=80000000 "
+                    "stream.c -o stream) and put it on PATH or in $CLUSTERBENCH_STREAM")
     metrics = output.BINARY_METRICS  # its files import as `stream` runs (the kernel's FORMAT)
     openmp = True
     default_ranks = 1

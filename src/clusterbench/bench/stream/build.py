@@ -16,6 +16,7 @@ import platform
 import shlex
 from pathlib import Path
 
+from clusterbench.bench.declare import BuildOption, BuildRecipe
 from clusterbench.build import common
 from clusterbench.build.common import DEFAULT_CFLAGS, Built, Job, Log, Recipe
 from clusterbench.errors import UserInputError
@@ -114,3 +115,16 @@ def _triad(output: str) -> float | None:
     from clusterbench.bench.stream.output import stream_outcome
 
     return next((m.value for m in stream_outcome(output).metrics if m.name == "stream_triad"), None)
+
+
+BUILD = BuildRecipe(
+    "stream", "STREAM", "Build McCalpin's stream.c with OpenMP and the array size compiled in (no MPI).",
+    build_stream, DEFAULT_CFLAGS,
+    lambda p: f"STREAM {p['version']}, {p['array_size']:,} elements per array, NTIMES={p['ntimes']}, "
+              f"smoke test Triad {p.get('smoke_test_triad_mbs')} MB/s",
+    "`clusterbench bench stream-binary` now uses it.",
+    (BuildOption("array_size", int, None, "Elements per array (default: STREAM's rule, 4 x the node's last-level "
+                 "cache, at least 10M).", minimum=1000, maximum=2**40),
+     BuildOption("ntimes", int, DEFAULT_NTIMES, "Repetitions of each kernel (-DNTIMES; the first is not counted).",
+                 minimum=2, maximum=10_000)),
+    mpi=False)
