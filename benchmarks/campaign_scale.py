@@ -17,7 +17,8 @@ from pathlib import Path
 from clusterbench.bench.metrics import Metric
 from clusterbench.campaign.expand import expand
 from clusterbench.campaign.spec import parse_campaign
-from clusterbench.store.db import RunRecord, Store
+from clusterbench.store.db import Store
+from clusterbench.store.records import RunRecord
 from clusterbench.system.discover import discover
 
 

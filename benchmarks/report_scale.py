@@ -51,7 +51,8 @@ from clusterbench.bench.metrics import Metric  # noqa: E402
 from clusterbench.report.build import build  # noqa: E402
 from clusterbench.report.model import Options  # noqa: E402
 from clusterbench.report.render import write  # noqa: E402
-from clusterbench.store.db import RunRecord, Store  # noqa: E402
+from clusterbench.store.db import Store  # noqa: E402
+from clusterbench.store.records import RunRecord  # noqa: E402
 
 SHARES = {"hpl": 0.8, "imb": 0.1, "stream": 0.1}
 TARGET_SECONDS = 10.0  # the report over 100,000 runs, end to end

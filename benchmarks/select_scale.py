@@ -19,7 +19,8 @@ from pathlib import Path
 
 from clusterbench.analysis.select import parse_selection, select_runs
 from clusterbench.bench.metrics import Metric
-from clusterbench.store.db import RunRecord, Store
+from clusterbench.store.db import Store
+from clusterbench.store.records import RunRecord
 
 BLAS = ("openblas-serial", "openblas-openmp", "blis-serial", "mkl")
 SELECTIONS = (

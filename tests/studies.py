@@ -541,7 +541,8 @@ def stream_text(threads: int, triad_mbs: float, rng: random.Random) -> str:
 def jsc_study(root: Path, seed: int = SEED) -> Study:
     """72 live-like STREAM runs: begin_run, the real parser on the output, finish_run with the output file."""
     from clusterbench.bench.stream.output import stream_outcome
-    from clusterbench.store.db import RunRecord, Store
+    from clusterbench.store.db import Store
+    from clusterbench.store.records import RunRecord
 
     rng = random.Random(seed)
     study = Study("jsc", root / "jsc.db")

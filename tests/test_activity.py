@@ -434,7 +434,8 @@ def test_report_draws_a_timeline_per_chosen_run(tmp_path):
     from clusterbench.report import build, render
     from clusterbench.report.activity import MAX_TIMELINES
     from clusterbench.report.model import Options
-    from clusterbench.store.db import RunRecord, Store
+    from clusterbench.store.db import Store
+    from clusterbench.store.records import RunRecord
 
     store = Store(tmp_path / "r.db")
     texts_of = {"lulesh-busy": two_nodes(load=True), "lulesh-quiet": two_nodes(load=False),
@@ -502,7 +503,8 @@ def test_report_and_summary_line_survive_hostile_facts(tmp_path):
     from clusterbench.analysis.select import Selection
     from clusterbench.report import build
     from clusterbench.report.model import Options
-    from clusterbench.store.db import RunRecord, Store
+    from clusterbench.store.db import Store
+    from clusterbench.store.records import RunRecord
 
     real = summarise(parse_series(LOADED.read_text(), "vm"))
     odd = {"seconds": 5, "net_rx": "x", "tcp": [1], "sy_si_percent": "9", "throttled": 5, "user_percent": True}

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from clusterbench import api
 from clusterbench.bench.metrics import Metric
-from clusterbench.store.db import RunRecord, Store
+from clusterbench.store.db import Store
+from clusterbench.store.records import RunRecord
 
 
 def test_metrics_dataframe(isolated_db):

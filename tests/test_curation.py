@@ -16,15 +16,11 @@ from clusterbench.analysis.flags import counts, run_flags
 from clusterbench.analysis.select import Selection, parse_selection, select_runs
 from clusterbench.bench.metrics import Metric
 from clusterbench.errors import UserInputError
-from clusterbench.store.db import (
-    MAX_NOTE_CHARS,
-    MAX_NOTES_PER_RUN,
-    MAX_REASON_CHARS,
-    SCHEMA_VERSION,
-    RunRecord,
-    Store,
-    decoded_run,
-)
+from clusterbench.store.curation import MAX_NOTE_CHARS, MAX_NOTES_PER_RUN, MAX_REASON_CHARS
+from clusterbench.store.db import Store
+from clusterbench.store.queries import decoded_run
+from clusterbench.store.records import RunRecord
+from clusterbench.store.schema import SCHEMA_VERSION
 
 OUTPUTS = fixture("outputs/this-machine")
 

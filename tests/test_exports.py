@@ -10,7 +10,8 @@ import pytest
 from tests.conftest import cli, cli_json
 
 from clusterbench.bench.metrics import Metric
-from clusterbench.store.db import RunRecord, Store
+from clusterbench.store.db import Store
+from clusterbench.store.records import RunRecord
 
 RUNS = 158  # the size of the study in the issue: 47 of its 158 values were exported
 

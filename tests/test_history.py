@@ -21,7 +21,8 @@ from clusterbench.bench.metrics import Metric
 from clusterbench.errors import UserInputError
 from clusterbench.report import history as history_section
 from clusterbench.store import db
-from clusterbench.store.db import RunRecord, Store
+from clusterbench.store.db import Store
+from clusterbench.store.records import RunRecord
 
 START = datetime(2026, 1, 1, 6, 0, tzinfo=UTC)
 

@@ -267,7 +267,8 @@ WRITER = """
 import sys, time
 from pathlib import Path
 from clusterbench.bench.metrics import Metric
-from clusterbench.store.db import RunRecord, Store
+from clusterbench.store.db import Store
+from clusterbench.store.records import RunRecord
 with Store(sys.argv[1]) as store:
     for i in range(20000):  # until told to stop
         store.begin_run(RunRecord(id=f"w{i}", benchmark="stream"))
@@ -371,7 +372,8 @@ def _hostile_store(tmp_path: Path) -> Path:
     """Runs whose campaign names, tag keys and values, host name and CPU are spreadsheet formulas, plus
     a run whose metric and duration are negative numbers (those must stay numbers)."""
     from clusterbench.bench.metrics import Metric
-    from clusterbench.store.db import RunRecord, Store
+    from clusterbench.store.db import Store
+    from clusterbench.store.records import RunRecord
 
     db = tmp_path / "results.db"
     files = sorted(p for p in OUTPUTS.iterdir() if p.name.startswith(("stream", "osu", "hpl-")))

@@ -124,7 +124,7 @@ def test_the_tuner_pools_only_same_configuration_runs_that_count(tmp_path):
     """`run` reuses the best configuration "measured twice": two runs of ONE configuration, both counted.
     Values are lines of the fixtures' HPL files (NB 224: 83.991 and 83.324 with 2 ranks, 87.333 hybrid)."""
     from clusterbench.bench.metrics import Metric
-    from clusterbench.store.db import RunRecord
+    from clusterbench.store.records import RunRecord
     from clusterbench.tune.known import best_known
 
     runs = [("o1", {"blas": "openblas"}, {}, 83.991, None), ("o2", {"blas": "openblas"}, {}, 83.324, None),

@@ -26,7 +26,8 @@ from clusterbench.bench.metrics import Metric
 from clusterbench.report import render
 from clusterbench.report.build import build
 from clusterbench.report.model import Options
-from clusterbench.store.db import RunRecord, Store
+from clusterbench.store.db import Store
+from clusterbench.store.records import RunRecord
 
 SYSTEM = "sys-cluster-test"
 RPEAK_NODE = 200.0  # Gflop/s per node, stored with the system

@@ -28,7 +28,8 @@ from clusterbench.report.build import build
 from clusterbench.report.figures import csv_text
 from clusterbench.report.model import Figure, Options, Panel, Point, Report, Section, Series, Table
 from clusterbench.report.spec import parse_spec
-from clusterbench.store.db import RunRecord, Store
+from clusterbench.store.db import Store
+from clusterbench.store.records import RunRecord
 
 GRIDS = {1: [(1, 4), (2, 2)], 2: [(1, 8), (2, 4)], 4: [(2, 8), (4, 4)]}
 BLAS = ("blis-serial", "openblas-serial")

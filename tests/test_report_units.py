@@ -22,7 +22,8 @@ from clusterbench.analysis.dataset import Dataset
 from clusterbench.analysis.select import parse_selection, select_runs
 from clusterbench.errors import UserInputError
 from clusterbench.report.figures import aggregate, size_label
-from clusterbench.store.db import RunRecord, Store
+from clusterbench.store.db import Store
+from clusterbench.store.records import RunRecord
 from clusterbench.system import power
 
 

@@ -21,7 +21,8 @@ from clusterbench.analysis.select import (
 )
 from clusterbench.bench.metrics import Metric
 from clusterbench.errors import UserInputError
-from clusterbench.store.db import RunRecord, Store
+from clusterbench.store.db import Store
+from clusterbench.store.records import RunRecord
 
 # id, params, tags, nodes column, status, facts
 RUNS = [

@@ -5,7 +5,8 @@ from __future__ import annotations
 import sqlite3
 
 from clusterbench.bench.metrics import Metric
-from clusterbench.store.db import RunRecord, Store, default_db_path, relevant_env
+from clusterbench.store.db import Store, default_db_path
+from clusterbench.store.records import RunRecord, relevant_env
 
 
 def test_default_path_env_and_xdg(monkeypatch, tmp_path):

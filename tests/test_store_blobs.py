@@ -14,8 +14,11 @@ from tests.conftest import cli, fixture, query
 
 from clusterbench.bench.metrics import Metric
 from clusterbench.errors import EnvironmentProblem
-from clusterbench.store import db as store_db
-from clusterbench.store.db import SCHEMA, SCHEMA_VERSION, RunRecord, Store, check
+from clusterbench.store import blobs as store_blobs
+from clusterbench.store.db import Store
+from clusterbench.store.doctor import check
+from clusterbench.store.records import RunRecord
+from clusterbench.store.schema import SCHEMA, SCHEMA_VERSION, _statements
 
 HPL_SWEEP = fixture("outputs/this-machine/hpl-nbsweep-N13440-1x2.log")  # 7 results in one file
 
@@ -58,11 +61,11 @@ def test_live_runs_share_identical_outputs_and_keep_incompressible_ones_raw(tmp_
     with Store(tmp_path / "r.db") as store:
         _finished(store, "r1", [same, noise])
         _finished(store, "r2", [same])
-        store_db.MAX_BLOB_BYTES, kept = 4096, store_db.MAX_BLOB_BYTES  # as if huge.txt were over 8 MiB
+        store_blobs.MAX_BLOB_BYTES, kept = 4096, store_blobs.MAX_BLOB_BYTES  # as if huge.txt were over 8 MiB
         try:
             _finished(store, "r3", [big])
         finally:
-            store_db.MAX_BLOB_BYTES = kept
+            store_blobs.MAX_BLOB_BYTES = kept
         codecs = {row["size"]: row["codec"] for row in _blobs(store.path)}
         assert codecs == {len(same.read_bytes()): "zlib", 4096: "raw", 5000: "none"}
         assert store.artifact("r2", "stdout.txt")["content"] == same.read_bytes()
@@ -102,7 +105,7 @@ def _v1_database(path: Path) -> dict[tuple[str, str], bytes | None]:
     """A version-1 database as the v1 code wrote it: every artifact's bytes inline, an imported file
     repeated once per result, an output too large to keep (content NULL), and one damaged row."""
     con = sqlite3.connect(path)
-    for statement in store_db._statements(SCHEMA):
+    for statement in _statements(SCHEMA):
         con.execute(statement)
     con.execute("PRAGMA user_version = 1")
     sweep = HPL_SWEEP.read_bytes()

@@ -12,18 +12,13 @@ import pytest
 from tests.conftest import fixture, query
 
 from clusterbench.bench.metrics import Metric
-from clusterbench.store import db as store_db
-from clusterbench.store.db import (
-    FACT_MARKERS,
-    ImportedRun,
-    RunRecord,
-    Store,
-    check,
-    decode_facts,
-    encode_facts,
-    shared_fragments,
-)
+from clusterbench.store.blobs import _store_blob
+from clusterbench.store.db import Store
+from clusterbench.store.doctor import check
 from clusterbench.store.importer import import_paths
+from clusterbench.store.records import ImportedRun, RunRecord
+from clusterbench.store.schema import MIGRATIONS
+from clusterbench.store.shared_facts import FACT_MARKERS, decode_facts, encode_facts, shared_fragments
 
 HPL_SWEEP = fixture("outputs/this-machine/hpl-nbsweep-N13440-1x2.log")  # 7 results in one file
 
@@ -67,11 +62,11 @@ def _v3_store(path, data: bytes) -> dict[str, str]:
     """A version-3 store as that code wrote an import: a 3-result file (one artifacts row per result) and
     a result whose output was named otherwise; returns run id -> facts text."""
     con = sqlite3.connect(path, isolation_level=None)
-    for _version, _what, step in store_db.MIGRATIONS[:3]:
+    for _version, _what, step in MIGRATIONS[:3]:
         step(con)
     con.execute("PRAGMA user_version = 3")
     digest = hashlib.sha256(data).hexdigest()
-    store_db._store_blob(con, digest, len(data), data)
+    _store_blob(con, digest, len(data), data)
     texts = {}
     for i, name in enumerate(("HPL.out", "HPL.out", "HPL.out", "other.out")):
         facts = {"hpl_version": "2.3", "threshold": 16.0, "source_file": f"/old/{name}", "result_index": i,

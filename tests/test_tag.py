@@ -8,7 +8,9 @@ import pytest
 from tests.conftest import cli, cli_json, fixture, query
 
 from clusterbench.errors import UserInputError
-from clusterbench.store.db import MAX_TAG_KEY_CHARS, MAX_TAG_VALUE_CHARS, MAX_TAGS_PER_RUN, RunRecord, Store
+from clusterbench.store.curation import MAX_TAG_KEY_CHARS, MAX_TAG_VALUE_CHARS, MAX_TAGS_PER_RUN
+from clusterbench.store.db import Store
+from clusterbench.store.records import RunRecord
 
 OUTPUTS = fixture("outputs/this-machine")
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from clusterbench.store.db import Store, decoded_run
+from clusterbench.store.db import Store
+from clusterbench.store.queries import decoded_run
 
 
 def runs(db: str | Path | None = None, benchmark: str | None = None,

@@ -21,7 +21,8 @@ import json
 from dataclasses import dataclass
 
 from clusterbench.errors import UserInputError
-from clusterbench.store.db import Store, decoded_run
+from clusterbench.store.db import Store
+from clusterbench.store.queries import decoded_run
 from clusterbench.system.state import SECTIONS, flatten
 
 VARIES = "(varies)"

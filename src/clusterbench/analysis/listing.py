@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING
 
 from clusterbench.analysis.flags import run_flags
 from clusterbench.errors import UserInputError
-from clusterbench.store.db import Store, decode_notes, decoded_run
+from clusterbench.store.curation import decode_notes
+from clusterbench.store.db import Store
+from clusterbench.store.queries import decoded_run
 
 if TYPE_CHECKING:  # selection terms pull in analysis.identity (pandas): imported only when a listing selects
     from clusterbench.analysis.select import Selection

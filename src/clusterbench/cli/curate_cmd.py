@@ -61,7 +61,7 @@ def exclude(
     """Keep runs stored but out of bests, baselines, history and the tuner, with a reason.
 
     They stay listed, flagged `excluded (REASON)`; `clusterbench include` counts them again."""
-    from clusterbench.store.db import MAX_REASON_CHARS, check_curation_text
+    from clusterbench.store.curation import MAX_REASON_CHARS, check_curation_text
 
     reason = check_curation_text(reason, "reason", MAX_REASON_CHARS)  # refused before the database is opened
     ids = selected_ids(selection, "exclude")
@@ -95,7 +95,7 @@ def note(
                                               show_default=False)],
 ) -> None:
     """Add a note to a stored run: `results RUN` and the report show it."""
-    from clusterbench.store.db import MAX_NOTE_CHARS, check_curation_text
+    from clusterbench.store.curation import MAX_NOTE_CHARS, check_curation_text
 
     words = " ".join(text)
     words = check_curation_text(words, "note", MAX_NOTE_CHARS)

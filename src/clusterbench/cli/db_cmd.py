@@ -19,7 +19,8 @@ def db_check() -> None:
     """Integrity (SQLite's integrity_check), foreign keys and schema version, read-only: prints ok
     or each problem (exit 1). Nothing is repaired."""
     from clusterbench.errors import EnvironmentProblem
-    from clusterbench.store.db import check, default_db_path
+    from clusterbench.store.db import default_db_path
+    from clusterbench.store.doctor import check
 
     path = default_db_path()
     report = check(path)
@@ -48,7 +49,9 @@ def db_backup(
 def db_migrate() -> None:
     """Upgrade the database to this clusterbench's schema version (every write command does it too)."""
     from clusterbench.errors import UserInputError
-    from clusterbench.store.db import SCHEMA_VERSION, default_db_path, inspect_file
+    from clusterbench.store.db import default_db_path
+    from clusterbench.store.opening import inspect_file
+    from clusterbench.store.schema import SCHEMA_VERSION
 
     if inspect_file(default_db_path()) is None:
         raise UserInputError("no database here: nothing to upgrade", where=str(default_db_path()))

@@ -54,7 +54,7 @@ def untag(
 
 def _change(selection_text: str, add: dict, remove: list[str], dry_run: bool) -> None:
     from clusterbench.analysis.select import no_match_error, parse_selection, select_rows
-    from clusterbench.store.db import check_tag_key, check_tag_value
+    from clusterbench.store.curation import check_tag_key, check_tag_value
 
     for key, value in add.items():  # refused before the database is opened, let alone written
         check_tag_value(check_tag_key(key), value)

@@ -37,7 +37,8 @@ from clusterbench.launch import libtrace, supervise
 from clusterbench.launch.process import ProcessResult, run_process
 from clusterbench.launch.site import LOCAL, Site
 from clusterbench.launch.spec import Launch
-from clusterbench.store.db import RunRecord, Store, relevant_env
+from clusterbench.store.db import Store
+from clusterbench.store.records import RunRecord, relevant_env
 from clusterbench.system import power
 from clusterbench.system.settings import machine_keys
 

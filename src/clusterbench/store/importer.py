@@ -58,9 +58,12 @@ from clusterbench.bench.canonical import canonical_blas, canonical_interconnect
 from clusterbench.bench.declare import OutputFormat, Result
 from clusterbench.bench.metrics import TooManyResults
 from clusterbench.errors import EnvironmentProblem, UserInputError
-from clusterbench.store.db import ImportedRun, RunRecord, Store, check_tag_key, check_tag_value, explain
+from clusterbench.store.curation import check_tag_key, check_tag_value
+from clusterbench.store.db import Store
 from clusterbench.store.filenames import NameFields, NamePattern, compile_name_pattern, time_in_name
 from clusterbench.store.jobreport import JobInfo, parse_job
+from clusterbench.store.opening import explain
+from clusterbench.store.records import ImportedRun, RunRecord
 
 # Bounds on what one file may make the importer read, build and store (a file is input from anyone).
 MAX_FILE_BYTES = 64 * 1024 * 1024  # larger files are skipped: no benchmark output is this big

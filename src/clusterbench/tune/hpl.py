@@ -51,9 +51,7 @@ def measured_startup(store: Store | None, system_id: str | None, rates: Rates) -
     run's duration minus the model's solve time (None when nothing is stored)."""
     if store is None or not system_id:
         return None
-    rows = store.conn.execute("SELECT params, duration_s FROM runs WHERE benchmark='hpl' AND status='ok' AND "
-                              "system_id=? AND duration_s IS NOT NULL ORDER BY started_at DESC LIMIT 30",
-                              (system_id,)).fetchall()
+    rows = store.hpl_durations(system_id, limit=30)
     overheads = []
     for row in rows:
         try:
