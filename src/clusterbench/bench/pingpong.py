@@ -82,10 +82,10 @@ class PingPong(NativeKernel):
     def estimate_s(cls, point: dict, system: SystemInfo) -> float | None:
         """Two messages per repetition, repetitions as pingpong.c chooses them, warm-up included."""
         dynamic = point["iter_policy"] == "dynamic"
-        floor = (point["max_log2"] - point["min_log2"] + 2) * point["min_time_s"] if dynamic and point.get(
-            "min_time_s") else 0.0
-        return GUESS_START_S + max(floor, exchange_seconds(point["min_log2"], point["max_log2"], point["iter"],
-                                                           dynamic, _volume(point)))
+        guess = exchange_seconds(point["min_log2"], point["max_log2"], point["iter"], dynamic, _volume(point))
+        if dynamic and point.get("min_time_s"):  # every size (0 B and min_log2..max_log2) lasts at least that
+            guess = max(guess, (point["max_log2"] - point["min_log2"] + 2) * point["min_time_s"])
+        return GUESS_START_S + guess
 
     def arguments(self) -> list[str]:
         p = self.point

@@ -111,7 +111,6 @@ class Series:
     _stride: int = 1
     _seen: int = 0
     _pending: Sample | None = None
-    _last: Sample | None = None  # the latest sample seen, kept or not
     _pinned: set[int] = field(default_factory=set)  # id() of kept samples beside a break (see the module)
 
     def add(self, sample: Sample) -> None:
@@ -120,7 +119,8 @@ class Series:
                 self._pending and sample.mono <= self._pending.mono):
             self.skipped += 1  # out of order or repeated: not a later state of the counters
             return
-        broken = self._last is not None and _breaks(self._last, sample)
+        last = self._pending if self._pending is not None else (self.samples[-1] if self.samples else None)
+        broken = last is not None and _breaks(last, sample)  # against the latest seen, kept or not
         if broken and self._pending is not None:  # the state before the break counts too
             self.samples.append(self._pending)
             self._pinned.add(id(self._pending))
@@ -131,7 +131,6 @@ class Series:
                 self._pinned.add(id(sample))
         else:
             self._pending = sample
-        self._last = sample
         self._seen += 1
         cap = max(64, min(MAX_SAMPLES, MAX_KEPT_VALUES // max(1, sample.size())))
         while len(self.samples) > cap:  # the cap shrinks when samples grow (an interface appears)

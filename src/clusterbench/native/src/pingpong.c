@@ -76,9 +76,8 @@ int main(int argc, char **argv) {
         if (dynamic && bytes > 0 && volume / bytes < reps) reps = volume / bytes > 0 ? volume / bytes : 1;
         long warmup = reps / WARMUP_PERCENT;
         if (warmup < MIN_WARMUP) warmup = reps < MIN_WARMUP ? reps : MIN_WARMUP;
-        double t = 0;
         const int other = 1 - rank;
-        t = MPI_Wtime();
+        double t = MPI_Wtime();
         for (long r = 0; rank < 2 && r < warmup; r++) exchange(rank, other, sbuf, rbuf, bytes);
         t = MPI_Wtime() - t;
         if (min_seconds > 0 && dynamic) {  /* rank 0 decides from its timed warm-up; every rank hears it */
