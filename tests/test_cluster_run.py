@@ -16,6 +16,7 @@ import json
 import pytest
 from tests.conftest import cli, query, vc
 
+from clusterbench.suite.cluster import disjoint_rounds
 from clusterbench.suite.pairs import rounds
 
 
@@ -34,6 +35,52 @@ def test_rounds_cover_every_pair_once_with_no_node_twice_in_a_round(count):
 def test_rounds_refuse_a_node_listed_twice():
     with pytest.raises(ValueError):
         rounds(["a", "b", "a"])
+
+
+def test_disjoint_rounds_never_put_a_node_in_two_pairs_at_once():
+    pairs = [("a", "b"), ("a", "c"), ("b", "c"), ("c", "d")]
+    found = disjoint_rounds(pairs, list)
+    assert sorted(p for r in found for p in r) == sorted(pairs)
+    for r in found:
+        members = [n for p in r for n in p]
+        assert len(members) == len(set(members))
+    assert found[0] == [("a", "b"), ("c", "d")]
+
+
+def test_what_is_flagged_is_measured_again_and_nothing_else():
+    """A flagged per-node figure re-runs its benchmark on every node; a flagged link re-runs that pair; a node
+    flagged on its links re-runs all its pairs (RECHECK_PAIR_PASSES passes)."""
+    from clusterbench.analysis.cluster import ClusterView, Flag, NodeRow, PairCell
+    from clusterbench.analysis.outliers import Placement, Rule
+    from clusterbench.suite.cluster import RECHECK_PAIR_PASSES, ClusterPlan, Phase, recheck_phases
+
+    def flag(subject, measure):
+        return Flag(subject, measure, Placement(subject, 1.0, 2.0, -5.0, -0.5, True), "slow")
+
+    nodes = ["n1", "n2", "n3", "n4"]
+    pairs = list(itertools.combinations(nodes, 2))
+    phases = [Phase(f"{b} on every node", "node", [(b, None, {"cluster_node": n}) for n in nodes])
+              for b in ("clock", "stream", "dgemm")]
+    phases += [Phase("ping-pong pass 1", "pair", [("pingpong", None, {"cluster_pair": f"{a},{b}"}) for a, b in pairs])]
+    plan = ClusterPlan(None, None, phases, 60.0)
+    rows = [NodeRow(n, {}, {}) for n in nodes]
+    cells = [PairCell(a, b, {}, {}) for a, b in pairs]
+    view = ClusterView("r", nodes, rows, cells, Rule())
+    assert recheck_phases(view, plan) == ([], [])
+    rows[1].flags.append(flag("n2", "stream_triad"))
+    cells[5].flags.append(flag("n3-n4", "bandwidth"))
+    again, why = recheck_phases(view, plan)
+    assert why == ["n2: stream_triad", "n3-n4: bandwidth"]
+    assert [p.label for p in again if p.kind == "node"] == ["again: stream on every node"]
+    assert len(again[0].runs) == 4  # every node, as the first time
+    redone = [extra["cluster_pair"] for p in again if p.kind == "pair" for _, _, extra in p.runs]
+    assert redone == ["n3,n4"] * RECHECK_PAIR_PASSES
+    rows[1].flags[:] = [flag("n2", "links_latency")]
+    cells[5].flags.clear()
+    again, _ = recheck_phases(view, plan)
+    redone = [extra["cluster_pair"] for p in again if p.kind == "pair" for _, _, extra in p.runs]
+    assert sorted(set(redone)) == ["n1,n2", "n2,n3", "n2,n4"] and len(redone) == 3 * RECHECK_PAIR_PASSES
+    assert all(len(p.runs) == 1 for p in again)  # all three share n2: one pair per round
 
 
 @pytest.mark.parametrize("args, words", [
@@ -75,7 +122,7 @@ def figures(summary: dict) -> str:
 @pytest.mark.quiet_machine
 def test_an_unmodified_cluster_gives_no_flag_and_everything_is_stored(shared_db, xhpl):
     summary = cluster_run("30s", "--iperf")
-    print("unmodified:", figures(summary))
+    print("unmodified:", figures(summary), "rechecked:", summary["rechecked"])
     assert flags(summary) == {}, figures(summary)
     assert summary["nodes"] == ["node1", "node2", "node3"]
     assert {(p["a"], p["b"]) for p in summary["pairs"]} == {("node1", "node2"), ("node1", "node3"), ("node2", "node3")}
@@ -125,12 +172,12 @@ def test_inside_a_multi_node_slurm_allocation_run_takes_its_nodes(shared_db, tmp
 @pytest.mark.cluster
 @pytest.mark.quiet_machine
 def test_a_node_with_a_cpu_hog_is_flagged_as_the_outlier_node(shared_db, xhpl):
-    vc("hog", "node2", "start", "--threads", "4")
+    vc("hog", "node2", "start", "--threads", "8")
     try:  # no HPL: the outlier node is judged from the per-node kernels; the unmodified run covers HPL's phases
         summary = cluster_run("30s", "--no-hpl")
     finally:
         vc("hog", "node2", "stop")
-    print("hog on node2:", figures(summary))
+    print("hog on node2:", figures(summary), "rechecked:", summary["rechecked"])
     found = flags(summary)
     assert "node2" in found, figures(summary)
     assert set(found) <= {"node2", "node1-node2", "node2-node3"}, found

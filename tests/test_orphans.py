@@ -397,6 +397,16 @@ def test_resume_cancels_the_slurm_job_of_a_dead_runner(tmp_path, monkeypatch):
     assert cancelled == ["4242"]
     assert "Slurm job 4242 had already ended" in batch.settle_job(workdir)
 
+    # killed while sbatch was answering: the record has the job's name, not yet its id
+    (workdir / batch.JOB_RECORD).write_text(json.dumps({"job_id": None, "job_name": "cb-k9-r0", "scheduler": "slurm"}))
+    named = {"cb-k9-r0": ["4243"]}
+    queue["4243"] = "PENDING"
+    monkeypatch.setattr(batch.slurm.SCHEDULER, "ids_named", lambda name: list(named.get(name, [])))
+    assert "the Slurm job named cb-k9-r0 was still queued or running and was cancelled" in batch.settle_job(workdir)
+    assert cancelled[-1] == "4243"
+    named.clear()
+    assert "is not queued" in batch.settle_job(workdir)
+
 
 VC_STATE = Path("/run/clusterbench-vc/cbvc")
 

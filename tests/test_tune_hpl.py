@@ -125,6 +125,45 @@ def test_dry_run_json():
     assert info["sweep_estimate_s"] > info["cheapest_trial_s"] > 0
 
 
+def _store_hpl_results(store, system_id: str, gflops: float, count: int = 4) -> None:
+    """HPL results of this system as runs would leave them: what the rates are calibrated from."""
+    from clusterbench.bench.metrics import Metric
+    from clusterbench.store.records import RunRecord
+
+    for i in range(count):
+        run_id = f"calibration-{gflops}-{i}"
+        store.begin_run(RunRecord(run_id, "hpl", {"n": 2000, "nb": 128, "p": 1, "q": 2}, system_id=system_id))
+        labels = {"n": 2000, "nb": 128, "p": 1, "q": 2}
+        store.finish_run(run_id, "ok", True, None, 0, 2.0 + i, [Metric("hpl_gflops", gflops, "Gflop/s", True, labels)])
+
+
+def test_a_resumed_session_keeps_the_model_inputs_it_began_with(tmp_path):
+    """The rates are fitted from the store, which by a resume holds the session's own trials: refitted, they
+    reordered the candidates and a resumed session replayed 2 of its 3 finished trials (CI, 2026-12-01)."""
+    from clusterbench.store.db import Store
+    from clusterbench.tune.session import TuneOptions, prepare
+
+    system = discover()
+    space = {"nb": ["64", "128"], "grid": ["mpi 1x2", "mpi 2x1"]}
+    with Store(tmp_path / "r.db") as store:
+        system_id = store.remember_system(system)
+        _store_hpl_results(store, system_id, 1.0)
+
+        def session(seed: int = 0):
+            return prepare(store, TuneOptions(budget_s=600, n=1200, levels=2, eta=2, repeats=2, space=dict(space),
+                                              seed=seed), system, system_id=system_id)
+
+        first = session()
+        first.keep_inputs()  # as run() does before its first trial
+        _store_hpl_results(store, system_id, 20.0, count=8)  # the session's trials, twenty times faster
+        again, other = session(), session(seed=1)
+    assert again.name == first.name
+    assert again.evaluator.rates == first.evaluator.rates, "a resumed session refitted its rates"
+    assert again.evaluator.startup_s == first.evaluator.startup_s
+    assert "as when this session began" in again.rates_source
+    assert other.evaluator.rates != first.evaluator.rates, "another request is fitted afresh (the store did change)"
+
+
 # ---------------------------------------------------------------- real tuning
 
 

@@ -59,14 +59,14 @@ def run_on_cluster(inv, budget_s: float, *, interconnect: str, mpi: str | None, 
 
             try:
                 with signals_as_interrupt():
-                    result = run_cluster(store, plan, tick)
+                    result = run_cluster(store, plan, tick, rule)
             except KeyboardInterrupt:
                 progress.stop()
                 err_console.print("[yellow]interrupted[/]: the runs in flight are stored as interrupted "
                                   "(see `clusterbench results`).")
                 raise typer.Exit(130) from None
         view = stored_view(store, result.cluster_run, rule)
-    summary = view.to_dict() | {"plan": plan.to_dict(), "database": str(store.path),
+    summary = view.to_dict() | {"plan": plan.to_dict(), "database": str(store.path), "rechecked": result.rechecked,
                                        "runs": [{"id": r.id, "status": r.status, "valid": r.valid,
                                                  "reason": r.reason} for r in result.results]}
     if as_json:
@@ -152,6 +152,9 @@ def print_cluster(view, summary: dict) -> None:
                               [(row.node, row.values, row.flags) for row in view.rows]))
     console.print(_flag_table("links (rounds of disjoint pairs)", "pair", PAIR_MEASURES,
                               [(f"{c.a}-{c.b}", c.values, c.flags) for c in view.pairs]))
+    if summary.get("rechecked"):
+        console.print("Measured again before the verdict (the best of all passes counts): "
+                      + escape(", ".join(summary["rechecked"])))
 
 
 def _flag_table(title: str, first: str, measures, items) -> Table:

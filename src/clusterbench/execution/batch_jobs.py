@@ -160,6 +160,8 @@ def _submit(store: Store, group: list[PlannedRun], system_id: str | None, site: 
                              cpus_per_task=first.run.params.get("threads") or 1, timeout_s=first.run.timeout_s,
                              before=one.before, after=one.after, array=tasks if len(tasks) > 1 else [],
                              begin_s=begin_s)
+        for item in items:  # a runner killed while the scheduler takes the job leaves its name, not its id yet
+            _write_record(item.started.workdir, {"job_id": None, "job_name": request.name, "scheduler": sched.NAME})
         job = sched.submit(request, opts, first.started.env)
     except BaseException as exc:
         reason = getattr(exc, "message", None) or f"{sched.LABEL} submission failed"
@@ -168,12 +170,19 @@ def _submit(store: Store, group: list[PlannedRun], system_id: str | None, site: 
         raise
     for item, task_id in zip(items, job.task_ids, strict=True):
         item.task_id = task_id
-        try:
-            (item.started.workdir / JOB_RECORD).write_text(json.dumps(
-                {"job_id": task_id, "scheduler": sched.NAME, "array": job.job_id if len(items) > 1 else None}))
-        except OSError:  # a full disk: the job runs; the next finish() sees the disk and stops the campaign
-            pass
+        _write_record(item.started.workdir, {"job_id": task_id, "scheduler": sched.NAME,
+                                             "array": job.job_id if len(items) > 1 else None})
     return items
+
+
+def _write_record(workdir: Path, record: dict) -> None:
+    """JOB_RECORD, whole or not at all (a rename): settle_job reads it after a crash at any moment."""
+    try:
+        partial = workdir / (JOB_RECORD + ".part")
+        partial.write_text(json.dumps(record))
+        partial.replace(workdir / JOB_RECORD)
+    except OSError:  # a full disk: the job runs; the next finish() sees the disk and stops the campaign
+        pass
 
 
 def settle_job(workdir: Path) -> str | None:
@@ -182,29 +191,46 @@ def settle_job(workdir: Path) -> str | None:
     say so. None when the run was no batch job."""
     try:
         record = json.loads((workdir / JOB_RECORD).read_text())
-        job_id = str(record["job_id"])
         sched = SCHEDULERS[str(record.get("scheduler") or "slurm")]
-    except (OSError, ValueError, KeyError, TypeError):
+        job_id, name = record.get("job_id"), record.get("job_name")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    if job_id is None and not name:
         return None
     label = sched.LABEL
     died = "interrupted: the clusterbench process following it ended without finishing it"
+    job = f"{label} job {job_id}" if job_id is not None else f"the {label} job named {name}"
     try:
-        active = sched.active_states([job_id])
-        deadline = time.monotonic() + SETTLE_ASK_S
-        while active is None and time.monotonic() < deadline:  # a controller busy for a moment
-            time.sleep(1.0)
-            active = sched.active_states([job_id])
+        if job_id is None:  # killed while submitting: the job, if the scheduler took it, is found by its name
+            ids = _asked(lambda: sched.SCHEDULER.ids_named(str(name)))
+            if ids is None:
+                return f"{died} while submitting; {job} could not be looked up: cancel it by hand if it was queued"
+            if not ids:
+                return f"{died} while submitting; {job} is not queued (never taken, or already ended)"
+        else:
+            ids = [str(job_id)]
+        active = _asked(lambda: sched.active_states(ids))
     except (OSError, subprocess.SubprocessError, UserInputError) as exc:
-        return f"{died}; {label} job {job_id} could not be checked ({exc}): cancel it by hand if it still runs"
+        return f"{died}; {job} could not be checked ({exc}): cancel it by hand if it still runs"
     if active is None:
-        return f"{died}; {label} job {job_id} could not be checked: cancel it by hand if it still runs"
+        return f"{died}; {job} could not be checked: cancel it by hand if it still runs"
     if not active:
-        return f"{died}; {label} job {job_id} had already ended"
-    sched.cancel([job_id])
+        return f"{died}; {job} had already ended"
+    sched.cancel(ids)
     deadline = time.monotonic() + SETTLE_WAIT_S
-    while time.monotonic() < deadline and sched.active_states([job_id]):
+    while time.monotonic() < deadline and sched.active_states(ids):
         time.sleep(1.0)
-    return f"{died}; {label} job {job_id} was still queued or running and was cancelled on resume"
+    return f"{died}; {job} was still queued or running and was cancelled on resume"
+
+
+def _asked(question: Callable[[], object | None]) -> object | None:
+    """The scheduler's answer, asked again for up to SETTLE_ASK_S while it gives none (a busy controller)."""
+    answer = question()
+    deadline = time.monotonic() + SETTLE_ASK_S
+    while answer is None and time.monotonic() < deadline:
+        time.sleep(1.0)
+        answer = question()
+    return answer
 
 
 def _collect(store: Store, item: _Running, sched: ModuleType) -> RunResult:

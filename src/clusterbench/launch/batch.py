@@ -421,6 +421,11 @@ class BatchScheduler:
         short = task_id.split(".", 1)[0]
         return next((rec for job, rec in found.items() if job.split(".", 1)[0] == short), None)
 
+    def ids_named(self, name: str) -> list[str] | None:
+        """The ids of the queued or running jobs (array elements) with this job name; None when the scheduler
+        cannot be asked by name. For a runner killed between the scheduler taking a job and its id coming back."""
+        return None
+
     def active_states(self, task_ids: list[str]) -> dict[str, str] | None:
         if not task_ids:
             return {}

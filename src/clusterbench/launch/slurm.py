@@ -110,6 +110,10 @@ class Slurm(BatchScheduler):
             return {} if "Invalid job id" in err else None
         return parse_squeue(out)
 
+    def ids_named(self, name: str) -> list[str] | None:
+        code, out, err = run_tool(["squeue", "-h", "-r", "-n", name, "-o", "%i"])
+        return out.split() if code == 0 else None
+
     def final_state(self, task_id: str) -> JobState:
         """State, exit code, elapsed time and nodes of a job or array element that left the queue,
         with sacct's accounting when the cluster keeps it."""

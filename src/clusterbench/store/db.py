@@ -24,6 +24,7 @@ when the folder is read-only (a read-only mount), where SQLite could not create 
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import time
@@ -351,6 +352,22 @@ class Store(Reads, Curation, Imports):
         system_id = system.fingerprint()
         self.save_system(system_id, system.topology.hostname, system.fingerprint_facts(), system.to_dict())
         return system_id
+
+    def keep_first(self, key: str, value: dict) -> dict:
+        """`value` under `key` in the meta table unless something is there already; what is kept is returned.
+
+        For inputs that must not change once work has begun on them: a tuning session's model rates, fitted
+        from the store, would otherwise be refitted on resume from the session's own trials and steer the
+        search elsewhere (tune/session.py)."""
+        self.conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)", (key, _json(value, sort_keys=True)))
+        return self.first_kept(key) or value
+
+    def first_kept(self, key: str) -> dict | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        try:
+            return json.loads(row[0]) if row and row[0] else None
+        except ValueError:
+            return None
 
     def save_campaign(self, name: str, path: str | None, spec: str, description: str = "") -> None:
         """The campaign file as it was when run: the provenance of its runs."""

@@ -10,6 +10,7 @@ session and replays what it finished. The CLI and benchmarks/tuner_vs_sweep.py b
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import io
 import json
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from clusterbench.bench.hpl.benchmark import knob_input
 from clusterbench.bench.hpl.input import HplInput, render_hpl_dat
-from clusterbench.bench.hpl.model import Problem, predict
+from clusterbench.bench.hpl.model import Problem, Rates, predict
 from clusterbench.bench.hpl.planner import STARTUP_S
 from clusterbench.errors import UserInputError
 from clusterbench.launch.site import LOCAL, Site
@@ -61,6 +62,7 @@ class TuneSession:
     evaluator: HplEvaluator
     rates_source: str
     site: Site
+    request: str = ""  # the key its model inputs are kept under once it runs (_request_key)
 
     @property
     def levels(self) -> int:
@@ -109,9 +111,17 @@ class TuneSession:
                                  f"{parts})", hint=f"give --budget {_nice_duration(first * 1.2)} or more, fewer "
                                  "--levels, or a smaller --n")
 
+    def keep_inputs(self) -> None:
+        """Keep the model's inputs under the request's key as it begins (`prepare` reads them on a resume)."""
+        ev = self.evaluator
+        if ev.store is not None and self.request:
+            ev.store.keep_first(self.request, {"rates": dataclasses.asdict(ev.rates), "source": self.rates_source,
+                                               "startup_s": ev.startup_s})
+
     def run(self, progress: Callable[[Sample, SearchResult], None] | None = None) -> SearchResult:
         cost, config = self.cheapest()
         self.evaluator.preflight(config)
+        self.keep_inputs()
         return search(self.hspace.space, self.levels, self.evaluator, self.options.budget_s, seed=self.options.seed,
                       prior=self.evaluator.prior, eta=self.options.eta, final_repeats=self.options.repeats,
                       progress=progress)
@@ -136,6 +146,28 @@ def _nice_duration(seconds: float) -> str:
     return f"{math.ceil(seconds / 3600)}h"
 
 
+def _request_key(system: SystemInfo, site_key: str, o: TuneOptions) -> str:
+    """What a call asks for, as far as it decides the session's trials. The budget counts only without --n
+    (it then sizes N): a call made again with another budget continues the same session."""
+    blob = json.dumps([system.fingerprint(), site_key, o.space, o.fixed, o.n, None if o.n else o.budget_s, o.nodes,
+                       o.levels, o.eta, o.seed, o.name], sort_keys=True, default=str)
+    return f"tune-inputs:{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
+
+
+def _kept_inputs(store: Store | None, request: str) -> tuple[Rates, str, float] | None:
+    """The model's rates, their source and the start-up cost a session of this request began with.
+
+    A resumed session must decide as the first call did: the rates and the start-up cost are fitted from
+    the store, which by then holds the session's own trials, and refitted they reorder the candidates
+    and change which trials fit the budget, so finished trials would not be replayed."""
+    kept = store.first_kept(request) if store is not None else None
+    try:
+        return (Rates(**kept["rates"]), f"{kept['source']} (as when this session began)",
+                float(kept["startup_s"])) if kept else None
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def session_name(system: SystemInfo, site_key: str, hspace: HplSpace, seed: int) -> str:
     blob = json.dumps([system.fingerprint(), site_key, hspace.space.dims, hspace.fixed, hspace.ns, hspace.nodes, seed],
                       sort_keys=True, default=str)
@@ -158,7 +190,9 @@ def prepare(store: Store | None, options: TuneOptions, system: SystemInfo, *, si
     if not 1 <= o.nodes <= 4096:
         raise UserInputError(f"{o.where('--nodes')} {o.nodes}: must be 1 to 4096")
     space, fixed = build_space(system, o.nodes, o.space, option=o.option, fixed=o.fixed)
-    rates, source = system_rates(store, system, o.nodes)
+    request = _request_key(system, site_key, o)
+    kept = _kept_inputs(store, request)
+    rates, source = (kept[0], kept[1]) if kept else system_rates(store, system, o.nodes)
     hspace = HplSpace(space, fixed, [], o.nodes)
     threads = max(system.topology.cores_total, 1)
 
@@ -185,11 +219,12 @@ def prepare(store: Store | None, options: TuneOptions, system: SystemInfo, *, si
 
         check_memory(o.final_n, memory_limit(system, o.nodes), o.where("--final-n"))
     name = o.name or session_name(system, site_key, hspace, o.seed)
+    startup_s = kept[2] if kept else measured_startup(store, system_id, rates) or STARTUP_S
     evaluator = HplEvaluator(store, name, hspace, system, rates, site, system_id, timeout_s=o.timeout_s,
-                             env=dict(o.env), startup_s=measured_startup(store, system_id, rates) or STARTUP_S)
+                             env=dict(o.env), startup_s=startup_s)
     if reporter is not None:
         evaluator.reporter = reporter
-    session = TuneSession(name, o, hspace, evaluator, source, site)
+    session = TuneSession(name, o, hspace, evaluator, source, site, request)
     for config in _cost_configs(hspace):
         check_trial(evaluator, config, o.option("space"))
     session.check_budget()
