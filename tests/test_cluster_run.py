@@ -49,10 +49,10 @@ def test_disjoint_rounds_never_put_a_node_in_two_pairs_at_once():
 
 def test_what_is_flagged_is_measured_again_and_nothing_else():
     """A flagged per-node figure re-runs its benchmark on every node; a flagged link re-runs that pair; a node
-    flagged on its links re-runs all its pairs (RECHECK_PAIR_PASSES passes)."""
+    flagged on its links re-runs all its pairs (RECHECK_PASSES passes)."""
     from clusterbench.analysis.cluster import ClusterView, Flag, NodeRow, PairCell
     from clusterbench.analysis.outliers import Placement, Rule
-    from clusterbench.suite.cluster import RECHECK_PAIR_PASSES, ClusterPlan, Phase, recheck_phases
+    from clusterbench.suite.cluster import RECHECK_PASSES, ClusterPlan, Phase, recheck_phases
 
     def flag(subject, measure):
         return Flag(subject, measure, Placement(subject, 1.0, 2.0, -5.0, -0.5, True), "slow")
@@ -71,15 +71,16 @@ def test_what_is_flagged_is_measured_again_and_nothing_else():
     cells[5].flags.append(flag("n3-n4", "bandwidth"))
     again, why = recheck_phases(view, plan)
     assert why == ["n2: stream_triad", "n3-n4: bandwidth"]
-    assert [p.label for p in again if p.kind == "node"] == ["again: stream on every node"]
+    assert [p.label for p in again if p.kind == "node"] == [f"again ({i + 1} of {RECHECK_PASSES}): stream on every "
+                                                            "node" for i in range(RECHECK_PASSES)]
     assert len(again[0].runs) == 4  # every node, as the first time
     redone = [extra["cluster_pair"] for p in again if p.kind == "pair" for _, _, extra in p.runs]
-    assert redone == ["n3,n4"] * RECHECK_PAIR_PASSES
+    assert redone == ["n3,n4"] * RECHECK_PASSES
     rows[1].flags[:] = [flag("n2", "links_latency")]
     cells[5].flags.clear()
     again, _ = recheck_phases(view, plan)
     redone = [extra["cluster_pair"] for p in again if p.kind == "pair" for _, _, extra in p.runs]
-    assert sorted(set(redone)) == ["n1,n2", "n2,n3", "n2,n4"] and len(redone) == 3 * RECHECK_PAIR_PASSES
+    assert sorted(set(redone)) == ["n1,n2", "n2,n3", "n2,n4"] and len(redone) == 3 * RECHECK_PASSES
     assert all(len(p.runs) == 1 for p in again)  # all three share n2: one pair per round
 
 

@@ -49,10 +49,11 @@ MAX_CLUSTER_NODES = 256  # the pairs phase alone is N(N-1)/2 runs
 NODE_SHARE, HPL_SHARE = 0.35, 0.45  # of the budget; pairs, preflight and start-up share the rest
 NODE_BENCHMARKS = ("clock", "stream", "dgemm", "hpl")  # DGEMM before HPL: its measured rate sizes HPL
 PAIR_PASSES = 3  # every pair measured this often (passes apart in time); the best counts
-# A node or link out of line is measured again before it is called slow: one benchmark's phase on every node
-# once more, a flagged link's pairs this many passes more. Only a fault that lasts survives (a 34% slower link
-# on an unmodified virtual cluster, CI 2026-12-01, was a moment's noise).
-RECHECK_PAIR_PASSES = 2
+# A node or link out of line is measured again before it is called slow: its benchmark's phase on every node,
+# a flagged link's pairs, this many passes more. Only a fault that lasts survives (a 34% slower link on an
+# unmodified virtual cluster, CI 2026-12-01, was a moment's noise; one pass more once left a node's DGEMM 34%
+# below the others on a machine loaded by other work).
+RECHECK_PASSES = 2
 GUESS_EFFICIENCY = 0.3  # of Rpeak, to size HPL when nothing measured says better
 HPL_OF_DGEMM = 0.6  # a small HPL's rate against the same node's DGEMM (panel work, start-up)
 HPL_ACROSS_NODES = 0.6  # all-node HPL per node against one-node HPL (communication)
@@ -341,9 +342,9 @@ def run_cluster(store: Store, plan: ClusterPlan, tick: Callable[[str, float, flo
 def recheck_phases(view: ClusterView, plan: ClusterPlan) -> tuple[list[Phase], list[str]]:
     """The phases that measure again what `view` flags, and what they are for ("node2: links_bandwidth").
 
-    A flagged per-node figure: its benchmark on every node at once again (the nodes shared the machine the
-    first time, they share it again). A flagged link, or a node flagged on its links: those pairs
-    RECHECK_PAIR_PASSES more times, in rounds of disjoint pairs. The figures are the best over all passes,
+    A flagged per-node figure: its benchmark on every node at once, RECHECK_PASSES more times (the nodes
+    shared the machine the first time, they share it again). A flagged link, or a node flagged on its links: those pairs
+    RECHECK_PASSES more times, in rounds of disjoint pairs. The figures are the best over all passes,
     so noise in the first ones is outvoted and a lasting fault stays."""
     benchmarks: set[str] = set()
     pairs: set[tuple[str, str]] = set()
@@ -360,12 +361,13 @@ def recheck_phases(view: ClusterView, plan: ClusterPlan) -> tuple[list[Phase], l
         for f in cell.flags:
             why.append(f"{cell.a}-{cell.b}: {f.measure}")
             pairs.add((cell.a, cell.b))
-    again = [Phase(f"again: {p.label}", p.kind, list(p.runs), p.seconds) for p in plan.phases
+    again = [Phase(f"again ({npass + 1} of {RECHECK_PASSES}): {p.label}", p.kind, list(p.runs), p.seconds)
+             for npass in range(RECHECK_PASSES) for p in plan.phases
              if p.kind == "node" and p.label.split()[0] in benchmarks]
     pair_runs = {extra[TAG_PAIR]: (run, site, extra) for p in plan.phases if p.kind == "pair"
                  for run, site, extra in p.runs}
     chosen = [pair_runs[f"{a},{b}"] for a, b in sorted(pairs) if f"{a},{b}" in pair_runs]
-    for npass in range(RECHECK_PAIR_PASSES if chosen else 0):
+    for npass in range(RECHECK_PASSES if chosen else 0):
         for i, group in enumerate(disjoint_rounds(chosen, lambda r: r[2][TAG_PAIR].split(","))):
             again.append(Phase(f"ping-pong again, pass {npass + 1}, round {i + 1}", "pair", group))
     return again, why
