@@ -11,26 +11,45 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime
+from json.encoder import c_make_encoder, encode_basestring_ascii
 
 _COMPACT = (",", ":")
 
 
-def _json(value, **kwargs) -> str:
+def _encoder(sort_keys: bool = False, default: Callable | None = None) -> Callable[[object], str]:
+    """A JSON encoder made once, writing exactly what `json.JSONEncoder(separators=(",", ":"), ...).encode`
+    writes. `encode` builds a new C encoder and a float formatter on every call (half of the time of
+    encoding an HPL label, and an import encodes four texts per result and one per label): here the C
+    encoder is made once, without the check for circular values (the store writes parsed values, never
+    circular), and called directly."""
+    options = json.JSONEncoder(separators=_COMPACT, sort_keys=sort_keys, default=default)
+    if c_make_encoder is None:  # a Python without the C accelerator: the standard path
+        return options.encode
+    made = c_make_encoder(None, options.default, encode_basestring_ascii, None, ":", ",", sort_keys, False, True)
+
+    def encode(value: object) -> str:
+        if isinstance(value, str):  # as JSONEncoder.encode: a string alone is written directly
+            return encode_basestring_ascii(value)
+        return "".join(made(value, 0))
+
+    return encode
+
+
+_ENCODERS: dict[tuple[bool, Callable | None], Callable[[object], str]] = {}
+
+
+def _json(value, sort_keys: bool = False, default: Callable | None = None) -> str:
     """JSON as the store writes it: without the blanks after ',' and ':' (same information, smaller).
-    One encoder per set of options, made once (json.dumps with options makes one per call: an import
-    encodes three texts per result)."""
-    key = tuple(sorted(kwargs.items()))
-    encode = _ENCODERS.get(key)
+    One encoder per set of options, made once (see `_encoder`)."""
+    encode = _ENCODERS.get((sort_keys, default))
     if encode is None:
-        encode = _ENCODERS[key] = json.JSONEncoder(separators=_COMPACT, **kwargs).encode
+        encode = _ENCODERS[sort_keys, default] = _encoder(sort_keys, default)
     return encode(value)
 
 
-_ENCODERS: dict[tuple, Callable[[object], str]] = {}
-
-# Metric labels as _json(labels, sort_keys=True, default=str) writes them, with one encoder made once
-# (json.dumps with options builds a new encoder per call: a tenth of an HPCC import's time).
-_LABELS_JSON = json.JSONEncoder(separators=_COMPACT, sort_keys=True, default=str).encode
+# Metric labels as _json(labels, sort_keys=True, default=str) writes them, the encoder looked up once
+# (an HPCC import encodes a hundred labels per result).
+_LABELS_JSON = _encoder(sort_keys=True, default=str)
 
 
 def now_iso() -> str:

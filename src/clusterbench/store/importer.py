@@ -51,6 +51,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 
 from clusterbench.bench import registry
@@ -60,6 +61,7 @@ from clusterbench.bench.metrics import TooManyResults
 from clusterbench.errors import EnvironmentProblem, UserInputError
 from clusterbench.store.curation import check_tag_key, check_tag_value
 from clusterbench.store.db import Store
+from clusterbench.store.encoding import _json
 from clusterbench.store.filenames import NameFields, NamePattern, compile_name_pattern, time_in_name
 from clusterbench.store.jobreport import JobInfo, parse_job
 from clusterbench.store.opening import explain
@@ -151,9 +153,12 @@ class _ParseTimeout(Exception):
 
 # ---------------------------------------------------------------- recognising and splitting
 
-def parse_file(text: str) -> tuple[OutputFormat | None, list[Result]]:
-    """The format a benchmark recognises this text as (None: none does), and the results it splits it into."""
-    fmt = registry.recognise(text)
+def parse_file(text: str, formats: list[OutputFormat] | None = None) -> tuple[OutputFormat | None, list[Result]]:
+    """The format a benchmark recognises this text as (None: none does), and the results it splits it into.
+    `formats`: the registry's, asked once by an import of many files (the registry sorts them on every call)."""
+    if formats is None:
+        formats = registry.output_formats()
+    fmt = next((f for f in formats if f.recognise(text)), None)
     if fmt is None or fmt.split is None:
         return fmt, []
     return fmt, fmt.split(text, MAX_RESULTS_PER_FILE)
@@ -217,8 +222,7 @@ def read_output(path: Path) -> tuple[bytes, os.stat_result]:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise Skipped(f"not a regular file ({_file_type(st.st_mode)})")
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            data = fh.read(MAX_FILE_BYTES + 1)
+        data = _read_all(fd, st.st_size)
     except OSError as exc:
         raise Skipped(_unreadable(path, exc)) from None
     finally:
@@ -234,6 +238,21 @@ def read_output(path: Path) -> tuple[bytes, os.stat_result]:
     if nul != -1:
         raise Skipped(f"binary data (a NUL byte at offset {nul}), not a text benchmark output")
     return data, st
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    """The bytes of an open file up to MAX_FILE_BYTES + 1 (one more: it is too large). Asks for the size
+    it has, plus one byte to see it end: a read of MAX_FILE_BYTES + 1 at once allocates 64 MiB for every
+    file (a tenth of an import's time); a file that grows meanwhile is read on, in bounded pieces."""
+    parts, total, ask = [], 0, min(size, MAX_FILE_BYTES) + 1
+    while total <= MAX_FILE_BYTES:
+        chunk = os.read(fd, ask)
+        if not chunk:
+            break
+        parts.append(chunk)
+        total += len(chunk)
+        ask = min(MAX_FILE_BYTES + 1 - total, 1 << 20)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def _unreadable(path: Path, exc: OSError) -> str:
@@ -291,12 +310,13 @@ def _alarm_handled() -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def parse_bounded(text: str) -> tuple[OutputFormat | None, list[Result], JobInfo | None]:
+def parse_bounded(text: str, formats: list[OutputFormat] | None = None
+                  ) -> tuple[OutputFormat | None, list[Result], JobInfo | None]:
     """`parse_file` and `parse_job` within MAX_PARSE_SECONDS; any failure becomes `Skipped` with
     where and why."""
     try:
         with _time_budget(MAX_PARSE_SECONDS):
-            fmt, results = parse_file(text)
+            fmt, results = parse_file(text, formats)
             return fmt, results, _job_around(text) if results else None
     except _ParseTimeout:
         raise Skipped(f"parsing took longer than {MAX_PARSE_SECONDS} s (pathological content?)") from None
@@ -371,9 +391,10 @@ def import_files(store: Store, files: Iterable[Path], tags: dict | None = None, 
         # files committed together (each file still all or nothing: a savepoint), not one commit each: a
         # commit writes every page the file touched (rows, five indexes), most of an import's time
         real_path = RealPaths()
+        formats = registry.output_formats()
         with _alarm_handled(), store.batch(every=FILES_PER_COMMIT, seconds=COMMIT_SECONDS, keep=True):
             for path in files:
-                rep = import_file(store, path, tags, pattern, campaign, rpeak_node_gflops, real_path)
+                rep = import_file(store, path, tags, pattern, campaign, rpeak_node_gflops, real_path, formats)
                 report.files.append(rep)
                 if on_file:
                     on_file(rep)
@@ -415,18 +436,44 @@ def bounded_list(items: list[str], most: int = MAX_NAMES_LISTED) -> str:
     return shown + (f" and {len(items) - most} more" if len(items) > most else "")
 
 
-def import_file(store: Store, path: Path, tags: dict, pattern: NamePattern | None, campaign: str | None,
-                rpeak_node_gflops: float | None = None, real_path: Callable[[Path], str] = os.path.realpath
-                ) -> FileReport:
-    shown = printable(str(path))
+@dataclass
+class _Read:
+    """A file read and parsed, before it is stored."""
+
+    data: bytes
+    mtime: float
+    fmt: int | None  # its format's index in the import's formats
+    results: list[Result]
+    job: JobInfo | None
+    digest: str | None  # the SHA-256 of `data` when it holds results
+
+
+def _read_file(path: Path, formats: list[OutputFormat]) -> _Read | str:
+    """The file read and parsed, or why it is skipped."""
     try:
         data, st = read_output(path)
-        fmt, results, job = parse_bounded(data.decode("utf-8", errors="replace"))
+        fmt, results, job = parse_bounded(data.decode("utf-8", errors="replace"), formats)
     except Skipped as exc:
-        return FileReport(shown, None, skipped=str(exc))
-    if fmt is None:
+        return str(exc)
+    index = None if fmt is None else next(i for i, f in enumerate(formats) if f is fmt)
+    if not results:  # nothing of it is stored: its bytes are not kept
+        return _Read(b"", st.st_mtime, index, results, job, None)
+    return _Read(data, st.st_mtime, index, results, job, hashlib.sha256(data).hexdigest())
+
+
+def import_file(store: Store, path: Path, tags: dict, pattern: NamePattern | None, campaign: str | None,
+                rpeak_node_gflops: float | None = None, real_path: Callable[[Path], str] = os.path.realpath,
+                formats: list[OutputFormat] | None = None) -> FileReport:
+    """Store the results of one file (`formats`: the registry's, asked once by the import)."""
+    shown = printable(str(path))
+    formats = formats if formats is not None else registry.output_formats()
+    read = _read_file(path, formats)
+    if isinstance(read, str):
+        return FileReport(shown, None, skipped=read)
+    if read.fmt is None:
         return FileReport(shown, None, note=("not a recognised benchmark output ("
                                              + ", ".join(registry.recognised_titles()) + ")"))
+    fmt, results, data, digest = formats[read.fmt], read.results, read.data, read.digest
     kind = fmt.kind
     rep = FileReport(shown, kind)
     if not results:
@@ -435,19 +482,19 @@ def import_file(store: Store, path: Path, tags: dict, pattern: NamePattern | Non
     if problem := _too_much(results, len(data)):
         rep.skipped = problem
         return rep
-    digest = hashlib.sha256(data).hexdigest()
     name = printable(path.name)
     source = printable(real_path(path))
     from_name = pattern.read(name) if pattern else NameFields()
     rep.name_mismatch = pattern is not None and pattern.split(name) is None
-    mtime = datetime.fromtimestamp(st.st_mtime, UTC).isoformat()
-    read = _Reading(from_name, pattern is not None, job, tags, campaign, source, name, mtime, rpeak_node_gflops)
+    mtime = datetime.fromtimestamp(read.mtime, UTC).isoformat()
+    reading = _Reading(from_name, pattern is not None, read.job, tags, campaign, source, name, mtime,
+                       rpeak_node_gflops)
     try:
         with _all_or_nothing(store):
             priors = store.imported(digest)
             new: list[tuple[ImportedRun, Result]] = []
             for index, result in enumerate(results):
-                run, changed = _store_result(store, fmt, result, index, digest, read, priors)
+                run, changed = _store_result(store, fmt, result, index, digest, reading, priors)
                 if run is not None:
                     new.append((run, result))
                     continue
@@ -457,7 +504,7 @@ def import_file(store: Store, path: Path, tags: dict, pattern: NamePattern | Non
                     rep.retagged += 1 if "tags" in changed else 0
                     for key in changed:
                         rep.changed[key] = rep.changed.get(key, 0) + 1
-            stored = store.add_imported_runs([run for run, _ in new], read.name, data, digest,
+            stored = store.add_imported_runs([run for run, _ in new], name, data, digest,
                                              set(priors)) if new else []
             rep.stored += len(stored)
             rep.duplicates += len(new) - len(stored)
@@ -538,10 +585,20 @@ class _Reading:
     mtime: str
     rpeak_node_gflops: float | None
 
-    @property
+    @cached_property
     def workdir(self) -> str:
         """The folder of the file (its real path): an imported run's working directory."""
         return printable(os.path.dirname(self.source))
+
+    @cached_property
+    def nodes(self) -> str | None:
+        """The job's hosts folded as a node set (once per file: folding costs ~0.5 ms a job)."""
+        return self.job.node_list() if self.job else None
+
+    @cached_property
+    def name_time(self) -> str | None:
+        """The date and time the file name holds (`time_in_name`), read once per file."""
+        return time_in_name(self.name)
 
 
 def _store_result(store: Store, fmt: OutputFormat, result: Result, index: int, digest: str, read: _Reading,
@@ -585,7 +642,7 @@ def _store_result(store: Store, fmt: OutputFormat, result: Result, index: int, d
     nodes = None
     if read.job:
         facts["job"] = read.job.as_facts()
-        nodes = read.job.node_list()
+        nodes = read.nodes
         if read.job.hosts and nodes is None:
             facts["job"]["node_list_problem"] = "the host names cannot be folded as a node set: see hosts"
     record = RunRecord(id=run_id, benchmark=result.benchmark, params=params, campaign=read.campaign,
@@ -620,7 +677,7 @@ def _dates(result: Result, read: _Reading) -> tuple[str, str | None, dict]:
     if started:
         return started, ended, {"dated_by": "file"}
     facts: dict = {"stated_start": result.started_at}  # none stated, or unreadable (history reads this)
-    if named := time_in_name(read.name):
+    if named := read.name_time:
         if result.outcome.facts.get("file_name_time_is") == "end":
             ended = ended or named
         return named, ended, {"dated_by": "file name", "name_time": named}
@@ -658,7 +715,8 @@ def _update_stored(store: Store, prior: sqlite3.Row, prior_facts: dict, params: 
     valid, reason = result.outcome.valid, "; ".join(result.outcome.reasons) or None
     if (int(valid), reason) != (prior["valid"], prior["reason"]):
         changed.add("validity")
-    if _json_text(new_facts) != _json_text(prior_facts) and not changed - {"tags"}:
+    if not changed - {"tags"} and _json(new_facts, sort_keys=True, default=str) != _json(prior_facts, sort_keys=True,
+                                                                                     default=str):
         changed.add("facts")
     if not changed - {"tags"}:
         return changed
@@ -666,7 +724,7 @@ def _update_stored(store: Store, prior: sqlite3.Row, prior_facts: dict, params: 
         store.set_imported_facts(run_id, new_facts)
         if "params" in changed:
             c.execute("UPDATE runs SET params=? WHERE id=?",
-                      (json.dumps(params, sort_keys=True, separators=(",", ":")), run_id))
+                      (_json(params, sort_keys=True), run_id))
         if dates:
             c.execute("UPDATE runs SET started_at=?, ended_at=?, duration_s=? WHERE id=?", (*dates, run_id))
         if "validity" in changed:
@@ -685,10 +743,6 @@ def _decoded(text: str | None) -> dict:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
-
-
-def _json_text(value: dict) -> str:
-    return json.dumps(value, sort_keys=True, default=str)
 
 
 def _canonical(params: dict) -> tuple[dict, dict]:

@@ -69,10 +69,12 @@ class Imports:
                   r.rec.source, r.rec.content_hash) for r, text in zip(runs, texts, strict=True)])
             self._insert_metrics_of(c, [(r.rec.id, r.metrics) for r in runs])
             self._store_file_bytes(c, runs[0].rec.benchmark, digest, artifact)
-            c.executemany("INSERT INTO artifacts (run_id, name, path, sha256, size) VALUES (?,?,?,?,?)",
-                          [(r.rec.id, artifact_name, r.facts.get("source_file"), digest, len(artifact))
-                           for r in runs if shared is None or not self._shares(r, digest)
-                           or (artifact_name, r.facts.get("source_file"), len(artifact)) != shared[:3]])
+            artifacts = [(r.rec.id, artifact_name, r.facts.get("source_file"), digest, len(artifact))
+                         for r in runs if shared is None or not self._shares(r, digest)
+                         or (artifact_name, r.facts.get("source_file"), len(artifact)) != shared[:3]]
+            if artifacts:  # as a rule none: the file's import_files row names it for all its results
+                c.executemany("INSERT INTO artifacts (run_id, name, path, sha256, size) VALUES (?,?,?,?,?)",
+                              artifacts)
         return runs
 
     def _digest(self, data: bytes) -> str:

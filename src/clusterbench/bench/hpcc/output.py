@@ -79,6 +79,12 @@ def _unit(key: str) -> tuple[str, bool]:
     return "", True
 
 
+@functools.lru_cache(maxsize=4096)
+def _is_info(key: str) -> bool:
+    """Does a summary key describe the build or the input (asked for the hundred keys of every output)?"""
+    return _INFO_KEYS.match(key) is not None
+
+
 def section(text: str, name: str) -> str | None:
     """The text between `Begin of <name> section.` (and its newline) and `End of <name> section.`."""
     marker = f"Begin of {name} section.\n"
@@ -90,8 +96,9 @@ def section(text: str, name: str) -> str | None:
     return text[start:end] if end != -1 else None
 
 
-def hpcc_outcome(text: str) -> Outcome:
-    summary = parse_summary(text)
+def hpcc_outcome(text: str, summary: dict[str, str] | None = None) -> Outcome:
+    """The run's metrics and verdict (`summary`: its `parse_summary`, when the caller has it already)."""
+    summary = parse_summary(text) if summary is None else summary
     hpl_text = section(text, "HPL") or ""
     hpl = hpl_outcome(hpl_text) if hpl_text else Outcome()
     outcome = Outcome(metrics=list(hpl.metrics), facts={"hpcc_summary": summary} | hpl.facts)
@@ -102,7 +109,7 @@ def hpcc_outcome(text: str) -> Outcome:
     for reason in hpl.reasons:
         outcome.invalidate(f"HPL: {reason}")
     for key, raw in summary.items():
-        if _INFO_KEYS.match(key):
+        if _is_info(key):
             continue
         try:
             value = float(raw)
@@ -185,8 +192,8 @@ def run_times(text: str) -> tuple[str | None, str | None, float | None]:
 def split_results(text: str, max_results: int) -> list[Result]:
     """An HPCC output file as one imported run, with the HPL N, NB, P, Q and ranks its summary states,
     and the start and end times it prints."""
-    outcome = hpcc_outcome(text)
     summary = parse_summary(text)
+    outcome = hpcc_outcome(text, summary)
     params = {}
     for name, key in (("n", "HPL_N"), ("nb", "HPL_NB"), ("p", "HPL_nprow"), ("q", "HPL_npcol"),
                       ("ranks", "CommWorldProcs")):

@@ -20,6 +20,7 @@ from clusterbench.bench.declare import MetricSpec, OutputFormat, ReportUse, Resu
 from clusterbench.bench.hpl.output import MAX_GFLOPS_PER_PROCESS
 from clusterbench.bench.metrics import Metric, Outcome, is_finite
 
+_LOG_LINE = re.compile(r"^Call \[\d+\] Number of Iterations", re.M)
 _RATING = re.compile(r"HPCG result is (VALID|INVALID) with a GFLOP/s rating of=\s*([\d.eE+-]+)")
 
 
@@ -48,8 +49,9 @@ def hpcg_params(keys: dict) -> dict:
     return {name: int(v) for name, key in as_int.items() if (v := _num(keys, key)) is not None and is_finite(v)}
 
 
-def hpcg_outcome(text: str) -> Outcome:
-    keys = parse_hpcg(text)
+def hpcg_outcome(text: str, keys: dict[str, str] | None = None) -> Outcome:
+    """The report's verdict and figures (`keys`: its `parse_hpcg`, when the caller has it already)."""
+    keys = parse_hpcg(text) if keys is None else keys
     version = re.search(r"^version=(\S+)", text, re.M)
     time_s = _num(keys, "Benchmark Time Summary::Total")
     minimum = _num(keys, "Final Summary::Official results execution time (sec) must be at least")
@@ -90,16 +92,18 @@ def hpcg_outcome(text: str) -> Outcome:
 
 def split_results(text: str, max_results: int) -> list[Result]:
     """An HPCG report file as one imported run, with the ranks, threads and grids it states."""
-    outcome = hpcg_outcome(text)
-    return [Result("hpcg", hpcg_params(parse_hpcg(text)), outcome)]
+    keys = parse_hpcg(text)
+    return [Result("hpcg", hpcg_params(keys), hpcg_outcome(text, keys))]
 
 
 def recognise(text: str) -> bool:
-    return "HPCG result is" in text or text.lstrip().startswith("HPCG-Benchmark")
+    # the substring first: lstrip copies the whole text, and every file of an import is asked
+    return "HPCG result is" in text or ("HPCG-Benchmark" in text and text.lstrip().startswith("HPCG-Benchmark"))
 
 
 def recognise_log(text: str) -> bool:
-    return bool(re.search(r"^Call \[\d+\] Number of Iterations", text, re.M))
+    # the substring first (a search for a line start scans every character of every file asked)
+    return "Number of Iterations" in text and bool(_LOG_LINE.search(text))
 
 
 METRICS = (

@@ -197,14 +197,14 @@ def parse_hpl(text: str, max_results: int | None = None) -> HplOutput:
     in_echo = False
     for raw in text.splitlines():
         line = raw.strip()
-        if line.startswith("The following parameter values will be used"):
+        first = line[:1]  # the cheap tests first: a match per line is costly (an HPL log has hundreds)
+        if first == "T" and line.startswith("The following parameter values will be used"):
             in_echo = True
             continue
-        echo = _ECHO.match(line) if in_echo else None
-        if echo and not out.results:
+        if in_echo and not out.results and (echo := _ECHO.match(line)):  # the echo comes before any result
             out.parameters.setdefault(echo.group(1), echo.group(2).split())
             continue
-        m = _RESULT.match(line) if line[:1] == "W" else None  # the tests first: a search per line is costly
+        m = _RESULT.match(line) if first == "W" else None
         if m:
             current = HplResult(m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4)),
                                 int(m.group(5)), float(m.group(6)), float(m.group(7)))
@@ -215,7 +215,7 @@ def parse_hpl(text: str, max_results: int | None = None) -> HplOutput:
             continue
         if current is None:
             continue
-        if line[:1] == "|" and (m := _RESIDUAL.match(line)):
+        if first == "|" and (m := _RESIDUAL.match(line)):
             value, ok = float(m.group(1)), m.group(2) == "PASSED"
             # HPL 1.0 prints three residuals: any FAILED fails the test, keep the largest.
             current.residual = value if current.residual is None else max(current.residual, value)

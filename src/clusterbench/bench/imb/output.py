@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from clusterbench.bench.declare import MetricSpec, OutputFormat, ReportUse, Result
 from clusterbench.bench.metrics import Metric, Outcome, TooManyResults
 
+_MARK = re.compile(r"Intel\s*\(R\)\s*MPI Benchmarks")
 _VERSION = re.compile(r"Intel\s*\(R\)\s*MPI Benchmarks\s+(\d[\w.]*)")
 _SECTION = re.compile(r"^#\s*Benchmarking\s+(\S+)", re.M)
 _PROCS = re.compile(r"#processes\s*=\s*(\d+)")
@@ -122,7 +123,7 @@ def split_results(text: str, max_results: int) -> list[Result]:
 
 
 def recognise(text: str) -> bool:
-    return bool(re.search(r"Intel\s*\(R\)\s*MPI Benchmarks", text))
+    return "MPI Benchmarks" in text and bool(_MARK.search(text))
 
 
 SIZED = ("test", "bytes")  # a value of one test at one message size

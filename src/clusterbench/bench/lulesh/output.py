@@ -60,6 +60,7 @@ FOM_AGREEMENT = 1e-3  # relative: the printed FOM against tasks x size^3 x cycle
 INT_MAX = 2**31 - 1  # LULESH counts sizes, ranks and cycles in 32-bit ints
 MAX_BLOCKS = 10_000  # "Run completed" blocks one output may hold (a concatenated log of old runs)
 
+_MARK = re.compile(r"^Running problem size \S{1,32}\^3 per domain until completion", re.M)
 _BLOCK = re.compile(r"^Run completed:", re.M)
 _VALUE = r"[ \t]*=[ \t]*(\S{1,64})(?!\S)"  # a printed number: 64 characters at most, else not read
 _FIELDS = {  # key: regex of one line of the "Run completed" block
@@ -246,7 +247,8 @@ def split_results(text: str, max_results: int) -> list[Result]:
 
 
 def recognise(text: str) -> bool:
-    return bool(re.search(r"^Running problem size \S{1,32}\^3 per domain until completion", text, re.M)) \
+    # the substrings first (a search for a line start scans every character of every file asked)
+    return ("Running problem size" in text and bool(_MARK.search(text))) \
         or "Testing Plane 0 of Energy Array on rank 0:" in text
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from clusterbench.bench.declare import MetricSpec, OutputFormat, ReportUse, Result
 from clusterbench.bench.metrics import Metric, Outcome
 
+_MARK = re.compile(r"^#\s*OSU MPI", re.M)
 _HEADER = re.compile(r"^#\s*OSU MPI(?:-\w+)?\s+(.+?)\s+Test\s+v?(\S+)", re.M)
 _COLUMNS = re.compile(r"^#\s*Size\s+(.+?)\s*$", re.M)
 _ROW = re.compile(r"^\s*(\d+)\s+([\d.]+(?:[eE][+-]?\d+)?)\s*$", re.M)
@@ -67,7 +68,8 @@ def split_results(text: str, max_results: int) -> list[Result]:
 
 
 def recognise(text: str) -> bool:
-    return bool(re.search(r"^#\s*OSU MPI", text, re.M))
+    # the substring first (a search for a line start scans every character of every file asked)
+    return "OSU MPI" in text and bool(_MARK.search(text))
 
 
 SIZED = ("test", "bytes")  # a value of one test at one message size
