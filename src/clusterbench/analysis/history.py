@@ -40,13 +40,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
 
+import numpy as np
 import pandas as pd
 
 from clusterbench.analysis import changepoint
 from clusterbench.analysis.compare import IDENTITY_LABELS
 from clusterbench.analysis.dataset import Dataset, load, origin
 from clusterbench.analysis.flags import counts, run_flags
-from clusterbench.analysis.identity import run_identity
+from clusterbench.analysis.identity import configuration_ids, run_identity
 from clusterbench.analysis.listing import suggest
 from clusterbench.analysis.select import Selection
 from clusterbench.errors import UserInputError
@@ -260,12 +261,37 @@ def series(data: Dataset, choice: MetricChoice, benchmarks: set[str] | None = No
     rows = data.of(choice.name, valid=None)
     if benchmarks is not None:
         rows = rows[rows["benchmark"].isin(benchmarks)]
+    if min_dates > 1 and not choice.labels:
+        rows = _may_reach(data, rows, min_dates)
     groups = _grouped(data, rows, choice, by_tag or [])
     if min_dates:
         groups = [g for g in groups if len({v.date for v in g.values}) >= min_dates]
     _name(groups)
     groups.sort(key=lambda g: (-len(g.values), g.system, g.label))
     return groups
+
+
+def _may_reach(data: Dataset, rows: pd.DataFrame, min_dates: int) -> pd.DataFrame:
+    """The rows whose series may have `min_dates` dates: the others are left out before any series is
+    worked out (a study's 80,000 HPL lines are that many configurations of one to three runs each).
+
+    A series has at most as many dates as runs, and its runs share every identity key but the tags,
+    the system and the benchmark (`_settings`: equal texts are equal keys, and configuration_ids
+    counts equal keys as one): fewer runs than `min_dates` in such a configuration means none of its
+    series can reach them. Counted per run on the dataset's identity frame, without a dict per row."""
+    own = getattr(data, "identity", None)
+    frame = own() if callable(own) and len(rows) else None
+    if not isinstance(frame, pd.DataFrame) or not len(frame):
+        return rows
+    at = frame.index.get_indexer(rows["run_id"].to_numpy(dtype=object))
+    if (at < 0).any():  # a run the dataset does not hold: nothing is left out
+        return rows
+    keys = [c for c in frame.columns if c not in NOT_SERIES_KEYS and not str(c).startswith("tag:")]
+    config = configuration_ids(frame, keys).to_numpy()[at]
+    runs = pd.DataFrame({"config": config, "run": at}).drop_duplicates()
+    enough = runs.groupby("config")["run"].size()
+    keep = np.isin(config, enough.index[enough.to_numpy() >= min_dates].to_numpy())
+    return rows if keep.all() else rows[keep]
 
 
 def search_cost(group: Group) -> int:
@@ -480,10 +506,21 @@ def _name(groups: list[Group]) -> None:
         by_benchmark.setdefault(g.benchmark, []).append(g)
     for benchmark, members in by_benchmark.items():
         keys = sorted({k for g in members for k in g.configuration})
-        varying = [k for k in keys if len({json.dumps(g.configuration.get(k), default=str) for g in members}) > 1]
+        varying = [k for k in keys if len({_word(g.configuration.get(k)) for g in members}) > 1]
         for g in members:
             shown = [f"{k}={g.configuration[k]}" for k in varying if k in g.configuration]
             g.label = " ".join([benchmark, *shown])[:200]
+
+
+_WORDED_AS_THEMSELVES = (str, int, bool, type(None))  # equal as JSON exactly when equal as (type, value)
+
+
+def _word(value) -> object:
+    """A configuration value as `_name` compares it: its JSON text, or for a text, an integer, a boolean
+    or None (every identity value but a float) the value with its type, equal exactly when their JSON
+    texts are: 6,000 series of ten keys each cost a second of json.dumps."""
+    kind = type(value)
+    return (kind, value) if kind in _WORDED_AS_THEMSELVES else json.dumps(value, default=str)
 
 
 def judge(group: Group, min_change: float = DEFAULT_MIN_CHANGE, alpha: float = changepoint.ALPHA,

@@ -273,13 +273,15 @@ def configurations(data: Dataset, run_ids: list[str]) -> list[int]:
     if not run_ids:
         return []
     numbers = _configuration_numbers(data)
-    missing = [i for i in run_ids if i not in numbers.index]
-    if missing:  # runs the dataset does not hold (a frame made by hand): numbered on their own
-        hostnames = {sid: (info or {}).get("hostname") for sid, info in data.systems.items()}
-        frame = identity.identity_frame({i: data.runs.get(i) or {} for i in missing}, hostnames)
-        extra = identity.configuration_ids(frame) + (int(numbers.max()) + 1 if len(numbers) else 0)
-        numbers = pd.concat([numbers, extra])
-    return numbers.reindex(run_ids).astype("int64").tolist()
+    at = numbers.index.get_indexer(run_ids)
+    if (at >= 0).all():  # the usual case: every run is the dataset's (one lookup for all of them)
+        return numbers.to_numpy()[at].astype("int64").tolist()
+    # runs the dataset does not hold (a frame made by hand): numbered on their own
+    missing = dict.fromkeys(i for i, found in zip(run_ids, at, strict=True) if found < 0)
+    hostnames = {sid: (info or {}).get("hostname") for sid, info in data.systems.items()}
+    frame = identity.identity_frame({i: data.runs.get(i) or {} for i in missing}, hostnames)
+    extra = identity.configuration_ids(frame) + (int(numbers.max()) + 1 if len(numbers) else 0)
+    return pd.concat([numbers, extra]).reindex(run_ids).astype("int64").tolist()
 
 
 _CONFIGURATIONS: dict[int, tuple[weakref.ref, pd.Series]] = {}  # id(dataset) -> (the dataset, its numbers)
@@ -583,7 +585,7 @@ def aggregate(values: pd.DataFrame, shape: Shape, mean_repeats: bool = False) ->
     c_mean, c_std = per.mean().to_numpy(), per.std(ddof=1).to_numpy()
     c_cv = np.where((c_n > 1) & (c_mean != 0), c_std / np.where(c_mean != 0, np.abs(c_mean), 1.0), np.nan)
     c_runs = _runs_per_group(cfg, values[RUN].to_numpy(dtype=object), np.arange(len(c_n)))
-    half = np.array([t95(int(n) - 1) if n > 1 else np.nan for n in c_n]) * c_std / np.sqrt(c_n)
+    half = _t95_of(c_n) * c_std / np.sqrt(c_n)
     counts = np.bincount(ids)
     mean_repeats = mean_repeats and not shape.best_repeat
     if shape.combine == BEST:
@@ -608,6 +610,13 @@ def aggregate(values: pd.DataFrame, shape: Shape, mean_repeats: bool = False) ->
     out["@runs"] = _runs_per_group(ids, values[RUN].to_numpy(dtype=object), gid)
     out["@tied"] = [[] for _ in range(len(out))]
     return out.reset_index(drop=True)
+
+
+def _t95_of(sizes: np.ndarray) -> np.ndarray:
+    """stats.t95(n - 1) of each group size (NaN for one value), looked up once per distinct size: a
+    figure over 100,000 runs has tens of thousands of groups and a few sizes."""
+    distinct, at = np.unique(sizes, return_inverse=True)
+    return np.array([t95(int(n) - 1) if n > 1 else np.nan for n in distinct], dtype=float)[at.reshape(-1)]
 
 
 def _best(values, ids, cfg, counts, raw, c_n, c_mean, c_cv, c_runs, half, mean_repeats: bool) -> pd.DataFrame:

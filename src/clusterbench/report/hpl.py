@@ -255,8 +255,8 @@ def _configurations(values: pd.DataFrame, data: Dataset) -> Table:
     rows = []
     # each group's first row as a dict (one conversion, not a Series per group): its keys' values
     firsts = keys.iloc[[members[0] for members in groups.values()]].to_dict("records")
-    for ((_gid, flagged_run), members), first in zip(groups.items(), firsts, strict=True):
-        stats = repeats.describe(value[members])
+    described_groups = repeats.describe_groups(value, list(groups.values()))
+    for ((_gid, flagged_run), members), first, stats in zip(groups.items(), firsts, described_groups, strict=True):
         member_runs = sorted(set(runs[members]))
         configuration = ", ".join(f"{k}={identity.shown(first.get(k))}" for k in described)
         grid = (f"{shape.plain(first['p'])}x{shape.plain(first['q'])}" if "p" in first and "q" in first

@@ -162,6 +162,43 @@ def describe(values: Iterable[float]) -> dict:
             "high": cv is not None and cv > CV_WARN}
 
 
+EXACT_GROUP = 7  # numpy sums up to 7 values one after the other, as bincount does: the same floats
+
+
+def describe_groups(values: np.ndarray, groups: list[list[int]]) -> list[dict]:
+    """`describe` of each group of `values` (a float array; a group: its positions), all groups of at
+    most EXACT_GROUP finite values at once (a table of 14,000 configurations called numpy 14,000
+    times): numpy sums so few values in order, so means and deviations are the very same floats; a
+    larger group, or one with a value that is not finite, is described on its own."""
+    sizes = np.fromiter((len(g) for g in groups), dtype=np.int64, count=len(groups))
+    flat = np.fromiter((i for g in groups for i in g), dtype=np.int64, count=int(sizes.sum()))
+    owner = np.repeat(np.arange(len(groups)), sizes)
+    taken = values[flat]
+    finite = np.bincount(owner, weights=~np.isfinite(taken), minlength=len(groups)) == 0
+    together = finite & (sizes > 0) & (sizes <= EXACT_GROUP)
+    n = np.maximum(sizes, 1)
+    with np.errstate(invalid="ignore", over="ignore"):  # a group with an infinity: described on its own
+        mean = np.bincount(owner, weights=taken, minlength=len(groups)) / n
+        deviation = taken - mean[owner]
+        std = np.sqrt(np.bincount(owner, weights=deviation * deviation, minlength=len(groups))
+                      / np.maximum(sizes - 1, 1))
+    low = np.full(len(groups), np.inf)
+    high = np.full(len(groups), -np.inf)
+    usable = np.isfinite(taken)  # groups holding another value are described on their own
+    np.minimum.at(low, owner[usable], taken[usable])
+    np.maximum.at(high, owner[usable], taken[usable])
+    out = []
+    for i, group in enumerate(groups):
+        if not together[i]:
+            out.append(describe(values[group]))
+            continue
+        m, s = float(mean[i]), float(std[i]) if sizes[i] > 1 else None
+        cv = s / abs(m) if s is not None and m else None
+        out.append({"n": int(sizes[i]), "mean": m, "std": s, "cv": cv, "min": float(low[i]), "max": float(high[i]),
+                    "high": cv is not None and cv > CV_WARN})
+    return out
+
+
 def cv_percent(stats: dict) -> float | None:
     """The CV in % (a table cell), None with one value."""
     return None if stats["cv"] is None else round(100 * stats["cv"], 2)
