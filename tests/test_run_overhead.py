@@ -173,7 +173,7 @@ def test_the_plain_top_level_help_says_what_the_commands_say():
 
 
 def test_bench_reads_the_state_ahead_from_its_start_and_the_run_takes_that_read(tmp_path):
-    """`bench` starts the state read before typer is set up (cli._read_state_ahead): one read is started
+    """`bench` starts the state read before typer is set up (cli/ahead.py): one read is started
     and the run uses it; with bad input the read may start but nothing is built and nothing runs."""
     from clusterbench.native.build import clock_binary
 

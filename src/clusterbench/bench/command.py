@@ -23,14 +23,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import regex
-
 from clusterbench.bench.base import Benchmark
 from clusterbench.bench.metrics import Metric, Outcome
 from clusterbench.bench.params import REQUIRED, Param
 from clusterbench.errors import UserInputError
 from clusterbench.limits import limit
-from clusterbench.plan.expr import substitute
 from clusterbench.system.discover import SystemInfo
 
 
@@ -51,6 +48,8 @@ class MetricPattern:
             raise UserInputError(f"unknown metric key(s): {', '.join(sorted(unknown))}")
         if not isinstance(spec["pattern"], str) or not isinstance(spec["name"], str):
             raise UserInputError("a metric's name and pattern are text")
+        import regex  # here and in parse, not at the top: every listing imports this module (bench.registry)
+
         try:
             if regex.compile(spec["pattern"]).groups < 1:
                 raise UserInputError(f"metric pattern {spec['pattern']!r} needs one (group) for the value")
@@ -78,6 +77,8 @@ class Command(Benchmark):
 
     @classmethod
     def resolve(cls, point: dict, system: SystemInfo) -> None:
+        from clusterbench.plan.expr import substitute  # here, as regex: a listing imports this module
+
         for spec in point.get("metrics", []):
             MetricPattern.from_spec(spec)
         substitute(point["command"], point, quote=shlex.quote)  # unknown {names}, NUL bytes: refused now
@@ -92,9 +93,13 @@ class Command(Benchmark):
         return self.point
 
     def command(self) -> list[str]:
+        from clusterbench.plan.expr import substitute
+
         return ["/bin/sh", "-c", substitute(self.template, self.point, quote=shlex.quote)]
 
     def parse(self, workdir: Path) -> Outcome:
+        import regex
+
         text = _tail(workdir / "stdout.txt")
         out = Outcome()
         deadline = time.monotonic() + limit("max_parse_seconds")

@@ -76,20 +76,62 @@ def register(cls: type[Benchmark]) -> type[Benchmark]:
 
 
 _entry_points_loaded = False
+PLUGIN_GROUP = "clusterbench.benchmarks"
 
 
 def _load_entry_points() -> None:
     global _entry_points_loaded
+    _entry_points_loaded = True
+    if not _plugins_may_exist():
+        return
     from importlib.metadata import entry_points
 
-    _entry_points_loaded = True
     table = _table()
-    for ep in entry_points(group="clusterbench.benchmarks"):
+    for ep in entry_points(group=PLUGIN_GROUP):
         if ep.name not in table:
             try:
                 register(ep.load())
             except Exception as exc:  # noqa: BLE001 - a broken plugin must not hide the built-in modules
                 raise UserInputError(f"benchmark plugin {ep.name!r} ({ep.value}) failed to load: {exc}") from None
+
+
+def _plugins_may_exist() -> bool:
+    """False only when no distribution on sys.path can declare PLUGIN_GROUP: no `entry_points.txt` of a
+    `*.dist-info` or `*.egg-info` folder names it. Why: importing importlib.metadata and asking it costs
+    0.03-0.2 s here, and every `results` listing pays it (analysis.applicable reads every benchmark's
+    declarations), for plugins that are almost never there. Where this look cannot see everything
+    importlib.metadata would (a zip or an egg on sys.path, a finder of distributions besides the
+    standard one), it says True and importlib.metadata decides."""
+    import importlib.machinery
+    import os
+    import sys
+
+    if any(hasattr(finder, "find_distributions") and finder is not importlib.machinery.PathFinder
+           for finder in sys.meta_path):
+        return True
+    for folder in sys.path:
+        folder = folder or "."
+        if not os.path.isdir(folder):
+            if os.path.exists(folder):  # a zip file: its distributions are not looked into here
+                return True
+            continue
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            low = name.lower()
+            if low.endswith(".egg"):
+                return True
+            if not low.endswith((".dist-info", ".egg-info")):
+                continue
+            try:
+                with open(os.path.join(folder, name, "entry_points.txt"), encoding="utf-8", errors="replace") as fh:
+                    if PLUGIN_GROUP in fh.read():
+                        return True
+            except OSError:  # none (most distributions), or an egg-info that is a file
+                continue
+    return False
 
 
 def benchmark_class(name: str) -> type[Benchmark]:

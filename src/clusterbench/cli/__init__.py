@@ -3,7 +3,8 @@
 `main` registers only the module of the command being run (COMMANDS): importing the other
 fifteen command modules, and typer building their options, cost about 0.15 s at every start,
 which a tuner that runs many short trials pays each time. `--version` and `--help` alone are answered
-before typer and rich are imported (`--help` from cli/fast_help.py). Any other command line (no
+before typer and rich are imported (`--help` from cli/fast_help.py), and the usual `results` and
+`bench` command lines without typer (cli/plain.py: typer would import pydantic). Any other command line (no
 command, an unknown one) registers them all, so help and "No such command" are as before;
 `register_all()` returns the app with every command, for whoever drives it in-process.
 """
@@ -93,21 +94,6 @@ def version() -> str:
         return __version__
 
 
-def _read_state_ahead() -> None:
-    """`bench` starts reading this machine's state (execution/observe.py) before typer is set up and
-    the point expanded: the read (~0.15 s, a clock measurement of 60 ms in it) then overlaps that work
-    instead of adding to each run. Only with the clock kernel already built: bad input builds nothing.
-    The run takes this read when its nodes and environment match (the same script), else reads again."""
-    import os
-
-    from clusterbench.execution import observe
-    from clusterbench.native.build import built_clock_binary
-
-    clock = built_clock_binary()
-    if clock is not None:
-        observe.prefetch_state(["localhost"], dict(os.environ), str(clock))
-
-
 def main() -> None:
     if sys.argv[1:2] in (["--version"], ["-V"]):  # answered before typer and rich are imported: fast
         print(f"clusterbench {version()}")
@@ -124,17 +110,29 @@ def main() -> None:
 
     word = command_word(sys.argv[1:])
     if word == "bench" and not {"--help", "-h"} & set(sys.argv):
-        _read_state_ahead()
-    module = COMMANDS.get(word or "")
-    if module:
-        register(module)
-    else:
-        register_all()
-    from clusterbench.cli.app import app, err_console
+        from clusterbench.cli import ahead
+
+        ahead.start()  # the state read and discovery, while the run's modules load
+    from clusterbench.cli import plain
+
+    # the usual `results` and `bench` command lines without typer (cli/plain.py); None: typer reads it
+    parsed = plain.parse(sys.argv[1:]) if word in plain.COMMANDS else None
+    if parsed is None:
+        module = COMMANDS.get(word or "")
+        if module:
+            register(module)
+        else:
+            register_all()
+    from clusterbench.cli.shared import err_console
 
     try:
         limits.check_environment()
-        app()
+        if parsed is None:
+            from clusterbench.cli.app import app
+
+            app()
+        else:
+            plain.run(parsed)
     except UserInputError as exc:
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         sys.exit(exc.exit_code)

@@ -1,12 +1,15 @@
 """The Typer application and the options shared by every command."""
 
 
-import os
 from enum import Enum
 from typing import Annotated
 
 import typer
-from rich.console import Console
+
+from clusterbench.cli.shared import apply_main_options, console
+from clusterbench.cli.shared import err_console as err_console  # the commands import these four from here
+from clusterbench.cli.shared import open_store as open_store
+from clusterbench.cli.shared import parse_assignments as parse_assignments
 
 app = typer.Typer(
     name="clusterbench",
@@ -16,8 +19,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
-err_console = Console(stderr=True)
 
 
 def eta_progress(quiet: bool = False):
@@ -63,43 +64,4 @@ def main_options(
     show_version: Annotated[bool, typer.Option(
         "--version", "-V", is_eager=True, callback=_show_version, help="Print the version and exit.")] = False,
 ) -> None:
-    from clusterbench import limits
-    from clusterbench.errors import UserInputError
-
-    if db:
-        os.environ["CLUSTERBENCH_DB"] = db
-    for item in limit or []:
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            raise UserInputError(f"invalid --limit {item!r}",
-                                 hint="write --limit NAME=VALUE, e.g. --limit max_runs=200000; limits: "
-                                      + ", ".join(sorted(limits.LIMITS)))
-        limits.override(name.strip(), value.strip())
-
-
-def open_store(read_only: bool = False):
-    """The results database. Read commands pass read_only=True: SQLite's read-only mode, which also
-    reads a database on a read-only mount, and never creates a database that does not exist."""
-    from clusterbench.store.db import Store
-
-    return Store(read_only=read_only)
-
-
-def parse_assignments(items: list[str], option: str = "-p", example: str = "n=2000") -> dict:
-    """['n=2000', 'bind_to=core'] -> {'n': 2000, 'bind_to': 'core'}: values read as YAML scalars,
-    as they would be in a campaign file."""
-    import yaml
-
-    from clusterbench.errors import UserInputError
-
-    out = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            raise UserInputError(f"invalid {option} {item!r}",
-                                 hint=f"write {option} key=value, e.g. {option} {example}")
-        try:
-            out[key.strip()] = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError:
-            out[key.strip()] = raw
-    return out
+    apply_main_options(db, limit)

@@ -1,4 +1,8 @@
-"""`clusterbench benchmarks` (what can run here) and `clusterbench bench NAME -p key=value`."""
+"""`clusterbench benchmarks` (what can run here) and `clusterbench bench NAME -p key=value`.
+
+`bench`'s options, for typer; what it runs and prints is cli/bench_run.py, which cli/plain.py
+calls directly for the plain command lines.
+"""
 
 
 import json
@@ -8,7 +12,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from clusterbench.cli.app import app, console, err_console, open_store, parse_assignments
+from clusterbench.cli.app import app, console
+from clusterbench.cli.bench_run import run
 
 
 @app.command()
@@ -48,100 +53,4 @@ def bench(
     as_json: Annotated[bool, typer.Option("--json", help="Print the runs and metrics as JSON.")] = False,
 ) -> None:
     """Run one benchmark once (or --repeats times), store it like any run, print its metrics."""
-    from clusterbench.campaign.expand import expand
-    from clusterbench.campaign.spec import BenchmarkBlock, Campaign, CampaignError
-    from clusterbench.errors import UserInputError
-    from clusterbench.execution.executor import prefetch_state
-    from clusterbench.system.discover import discover
-
-    params = parse_assignments(param or [])
-    info = discover()
-    try:
-        block = BenchmarkBlock(benchmark=name, params=params, timeout=timeout, repeats=repeats)
-        runs = expand(Campaign(name="bench", benchmarks=[block]), None, info)
-    except CampaignError as exc:  # "benchmarks[0].params.n: ..." -> "-p n: ..."
-        text = exc.message.replace("benchmarks[0].params.", "-p ").replace("benchmarks[0].", "")
-        raise UserInputError(text, hint=exc.hint) from None
-    except ValueError as exc:  # pydantic: a bad --timeout
-        raise UserInputError(f"--timeout: {exc.errors()[0]['msg'] if hasattr(exc, 'errors') else exc}") from None
-    tags = parse_assignments(tag or [], "--tag", "system=pi4-cluster")
-    # this machine's state, read while the store opens and the run is set up; only once the input is
-    # known good, since the read may compile its clock kernel and bad input must build nothing
-    prefetch_state()
-    try:
-        results = _run_points(name, runs, info, tags, as_json)
-    except Exception as exc:  # a full disk outside a run (opening or writing the store)
-        from clusterbench.execution.executor import disk_full, disk_full_error
-        from clusterbench.store.db import default_db_path
-
-        if not disk_full(exc):
-            raise
-        raise disk_full_error(default_db_path(), exc, "while writing the store", None, None) from None
-    if as_json:
-        print(json.dumps([{"id": r.id, "status": r.status, "valid": r.valid, "reason": r.reason,
-                           "duration_s": r.duration_s, "workdir": str(r.workdir), "facts": r.outcome.facts,
-                           "metrics": [m.__dict__ for m in r.outcome.metrics]} for r in results],
-                         indent=2, default=str))
-        return
-    for r in results:
-        print_metrics(r)
-
-
-def _run_points(name: str, runs, info, tags: dict, as_json: bool) -> list:
-    """Each run of the point, stored. A bench run needs no campaign lock: its id is
-    `<UTC time>-<benchmark>-<6 hex>` (executor.new_run_id), which never has a campaign run's form
-    `<campaign>-<benchmark>-<12 hex>-r<repeat>`, so it cannot take a campaign's run directory; and
-    executor.start refuses to replace a directory whose run is finished or still running."""
-    from clusterbench.execution.loop import QuietReporter, run_all  # here: the loop loads the store and benchmarks
-
-    class _Spinner(QuietReporter):
-        """The run loop's reporter for `bench`: a spinner per run (nothing with --json)."""
-
-        def __init__(self, name: str, quiet: bool) -> None:
-            self.name, self.quiet, self.status = name, quiet, None
-
-        def run_started(self, run) -> None:
-            if not self.quiet:
-                self.status = console.status(f"{self.name} r{run.repeat}", spinner="dots")
-                self.status.start()
-
-        def run_finished(self, run, result, eta) -> None:
-            if self.status:
-                self.status.stop()
-
-    spinner = _Spinner(name, as_json)
-    with open_store() as store:
-        store.remember_system(info)
-        try:
-            return run_all(store, runs, spinner, system_id=info.fingerprint(), one_off=True, tags=tags)
-        except KeyboardInterrupt:
-            if spinner.status:
-                spinner.status.stop()
-            err_console.print("[yellow]interrupted[/]: the run in flight is stored as interrupted")
-            raise typer.Exit(130) from None
-
-
-def print_metrics(result) -> None:
-    """Scalar metrics in one table; metrics per message size side by side in another."""
-    style = "green" if result.status == "ok" else "red"
-    console.print(f"[bold]{escape(result.id)}[/] [{style}]{result.status}[/] in {result.duration_s:.1f} s"
-                  + (f": {escape(result.reason)}" if result.reason else ""))
-    sized = [m for m in result.outcome.metrics if "bytes" in m.labels and m.name not in ("latency_us",
-                                                                                          "peak_bandwidth")]
-    plain = [m for m in result.outcome.metrics if m not in sized]
-    if plain:
-        table = Table("metric", "value", "unit", "labels")
-        for m in plain:
-            labels = " ".join(f"{k}={v}" for k, v in m.labels.items())
-            table.add_row(m.name, f"{m.value:.6g}", m.unit, escape(labels), style=None if m.valid else "red")
-        console.print(table)
-    if sized:
-        names = list(dict.fromkeys(m.name for m in sized))
-        table = Table("bytes", *[f"{n} ({next(m.unit for m in sized if m.name == n)})" for n in names])
-        by_size: dict[int, dict] = {}
-        for m in sized:
-            by_size.setdefault(m.labels["bytes"], {})[m.name] = m.value
-        for size, values in sorted(by_size.items()):
-            table.add_row(str(size), *[f"{values.get(n, float('nan')):.2f}" for n in names])
-        console.print(table)
-    console.print(f"stored; details: clusterbench results {escape(result.id)}")
+    run(name, param, repeats, timeout, tag, as_json)

@@ -26,14 +26,15 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from clusterbench.bench.base import Benchmark
 from clusterbench.bench.metrics import Metric, Outcome
 from clusterbench.build import registry
 from clusterbench.errors import EnvironmentProblem
-from clusterbench.execution import observe, placement, settings
+from clusterbench.execution import observe, placement
 from clusterbench.execution.request import PlannedRun
-from clusterbench.launch import libtrace, supervise
+from clusterbench.launch import supervise
 from clusterbench.launch.process import ProcessResult, run_process
 from clusterbench.launch.site import LOCAL, Site
 from clusterbench.launch.spec import Launch
@@ -41,6 +42,9 @@ from clusterbench.store.db import Store
 from clusterbench.store.records import RunRecord, relevant_env
 from clusterbench.system import power
 from clusterbench.system.settings import machine_keys
+
+if TYPE_CHECKING:  # imported where used: a run that loads no BLAS and changes no setting needs neither
+    from clusterbench.launch.libtrace import LoadedLibraries
 
 FINISHED_STATUSES = ("ok", "invalid", "failed", "timeout")
 MIN_FREE_BYTES = 1 << 20  # a file system with less than this left is full: no run starts or is trusted there
@@ -143,7 +147,11 @@ def _start(store: Store, request: RunRequest, run_id: str, workdir: Path) -> Sta
     if workdir.exists():  # a previous, unfinished attempt: start clean
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
-    trace = libtrace.trace_env(workdir) if bench.uses_blas else {}
+    trace = {}
+    if bench.uses_blas:
+        from clusterbench.launch import libtrace
+
+        trace = libtrace.trace_env(workdir)
     site = request.where.for_run(workdir, trace | request.env)  # the campaign's env: remote ranks too
     bench.prepare(workdir)
     launch = bench.launch()
@@ -188,6 +196,8 @@ def execute(store: Store, request: RunRequest,
     hosts = observe.run_hosts(run.site, run.launch)
     with ExitStack() as restore_after:
         if machine_keys(request.settings):
+            from clusterbench.execution import settings
+
             observe.discard_prefetch()  # the state is read after the settings are applied
             try:
                 restore_after.enter_context(settings.applied_settings(journal_dir(store), hosts, request.settings,
@@ -235,6 +245,8 @@ def _execute(store: Store, request: RunRequest, run: Started, hosts: list[str],
 
 def journal_dir(store: Store) -> Path:
     """Where the original values of changed system settings wait until they are put back."""
+    from clusterbench.execution import settings
+
     return settings.journal_dir_for(store.path)
 
 
@@ -270,6 +282,8 @@ def finish(store: Store, run: Started, proc: ProcessResult, timeout_s: float | N
                                 Metric("energy_j", power_reading.joules, "J", False, labels, outcome.valid)]
         outcome.check_values()  # any benchmark's inf/nan (command, kernels): invalid, never stored as a value
         if bench.uses_blas:
+            from clusterbench.launch import libtrace
+
             _check_blas(bench, libtrace.collect(workdir), outcome)
         if observed:  # the nodes' state and activity: facts beside the benchmark's own
             outcome.facts |= observed.facts
@@ -464,7 +478,7 @@ def settle(workdir: Path, wait_s: float = SETTLE_WAIT_S) -> str:
     return f"{died}; its processes (supervisor PID {record['pid']}) were still running and were killed on resume"
 
 
-def _check_blas(bench: Benchmark, loaded: libtrace.LoadedLibraries, outcome: Outcome) -> None:
+def _check_blas(bench: Benchmark, loaded: LoadedLibraries, outcome: Outcome) -> None:
     """Record the BLAS the processes loaded; a run that loaded another one than asked is invalid."""
     outcome.facts |= loaded.facts()
     wanted = bench.blas

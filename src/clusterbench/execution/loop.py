@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from clusterbench.errors import UserInputError
-from clusterbench.execution.batch_jobs import run_jobs
 from clusterbench.execution.executor import RunRequest, RunResult, execute, prefetch_state
 from clusterbench.execution.request import PlannedRun
 from clusterbench.launch.process import signals_as_interrupt
@@ -122,6 +121,8 @@ def run_all(store: Store, runs: list[PlannedRun], reporter: Reporter, *, site: S
 
     with signals_as_interrupt():
         if site.batch():
+            from clusterbench.execution.batch_jobs import run_jobs  # here: Slurm, LSF and PBS only when asked for
+
             run_jobs(store, runs, system_id, site, reporter.run_started, reporter.tick, finished,
                      spread_s=spread.interval_s if spread and spread.interval_s else None)
             return results

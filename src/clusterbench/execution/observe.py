@@ -28,7 +28,6 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from clusterbench.launch.hosts import is_local
+from clusterbench.launch.process import wait_exit
 from clusterbench.launch.remote import node_copies, run_everywhere, ssh_command
 from clusterbench.launch.site import Site
 from clusterbench.launch.spec import Launch
@@ -280,7 +280,7 @@ class Samplers:
         for host in self.hosts:
             path = self.workdir / f"activity-{_SAFE_NAME.sub('_', node_key(host))}.jsonl"
             if is_local(host):  # this interpreter; python3 on the nodes
-                cmd = activity.sampler_argv(self.interval_s, limit, python=sys.executable)
+                cmd = activity.local_sampler_argv(self.interval_s, limit)
             else:
                 cmd = [*ssh_command(host), shlex.join(activity.sampler_argv(self.interval_s, limit))]
             try:
@@ -304,7 +304,7 @@ class Samplers:
             if s.proc is None:
                 continue
             try:
-                s.proc.wait(max(0.1, deadline - time.monotonic()))
+                wait_exit(s.proc, max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 s.proc.kill()
                 s.proc.wait()

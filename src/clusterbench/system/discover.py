@@ -10,11 +10,13 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from clusterbench.system.microarch import PeakEstimate, estimate_peak
-from clusterbench.system.software import Memory, Software, detect_software, read_meminfo
-from clusterbench.system.sources import from_sysfs, topology_from_file
-from clusterbench.system.topology import Topology
+if TYPE_CHECKING:  # what discovers is imported by the functions that discover: the store and every
+    # benchmark module import SystemInfo, and a listing discovers nothing (xml.etree, platform, glob)
+    from clusterbench.system.microarch import PeakEstimate
+    from clusterbench.system.software import Memory, Software
+    from clusterbench.system.topology import Topology
 
 
 @dataclass
@@ -87,6 +89,10 @@ class SystemInfo:
 def discover(flops_per_cycle: int | None = None, frequency_mhz: float | None = None,
              nodes: int = 1, with_software: bool = True) -> SystemInfo:
     """The live node this process runs on."""
+    from clusterbench.system.microarch import estimate_peak
+    from clusterbench.system.software import detect_software, read_meminfo
+    from clusterbench.system.sources import from_sysfs
+
     topo = from_sysfs()
     return SystemInfo(
         topology=topo,
@@ -100,5 +106,8 @@ def discover(flops_per_cycle: int | None = None, frequency_mhz: float | None = N
 def system_from_file(path: str, flops_per_cycle: int | None = None,
                      frequency_mhz: float | None = None, nodes: int = 1) -> SystemInfo:
     """A machine we do not have, from its saved lscpu/hwloc output (no software facts)."""
+    from clusterbench.system.microarch import estimate_peak
+    from clusterbench.system.sources import topology_from_file
+
     topo = topology_from_file(path)
     return SystemInfo(topo, None, estimate_peak(topo, flops_per_cycle, frequency_mhz), None, nodes)

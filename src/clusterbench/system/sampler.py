@@ -1,10 +1,11 @@
 """The activity sampler: what one node did while a run ran, as JSON lines on stdout, once a second.
 
-The executor starts it on every node of a run, beside the benchmark: locally as
-`python3 -I -S -c SOURCE ARGS`, remotely as `ssh HOST python3 -I -S -c <quoted SOURCE> ARGS`, with a
-pipe as its stdin and its stdout written to RUN/activity-HOST.jsonl. Nothing has to be installed or
-shared on the node: the source travels on the command line (keep it well under the kernel's 128 KiB
-limit for one argument), and the output travels back on the same connection.
+The executor starts it on every node of a run, beside the benchmark: locally as clusterbench's own
+Python importing this file (`-I -S -c "...; import sampler; ..." ARGS`, from its cached bytecode),
+remotely as `ssh HOST python3 -I -S -c <quoted SOURCE> ARGS`, with a pipe as its stdin and its stdout
+written to RUN/activity-HOST.jsonl. Nothing has to be installed or shared on a node: the source
+travels on the command line (keep it well under the kernel's 128 KiB limit for one argument), and
+the output travels back on the same connection.
 
 It ends, after one last sample, when
 - its stdin reaches end of file: the executor closes the pipe at the end of the run; when
