@@ -15,26 +15,34 @@ from typing import TYPE_CHECKING
 
 from clusterbench.bench import registry
 from clusterbench.bench.declare import MetricSpec
+from clusterbench.errors import UserInputError
 
 if TYPE_CHECKING:  # pandas only where frames are filtered: `results` lists runs without it
     import pandas as pd
 
 
-@lru_cache(maxsize=1)
-def declared() -> dict[tuple[str, str], MetricSpec]:
-    """(benchmark, metric name) -> its declaration, for the declarations that name a "not
-    applicable" value (the others only lose NaN and infinities)."""
-    out: dict[tuple[str, str], MetricSpec] = {}
-    for cls in registry.registered():
-        for spec in cls.metrics:
-            if spec.not_applicable or spec.negative_not_applicable:
-                out.setdefault((cls.name, spec.name), spec)
+MAX_BENCHMARKS_CACHED = 256  # names come from stores, which may hold any: the cache stays bounded
+
+
+@lru_cache(maxsize=MAX_BENCHMARKS_CACHED)
+def declared_for(benchmark: str) -> dict[str, MetricSpec]:
+    """Metric name -> its declaration, for the metrics of `benchmark` that name a "not applicable" value
+    (the others only lose NaN and infinities); {} for a benchmark no module declares (an imported name).
+    One benchmark's module is imported, not all of them: `results` lists a store's runs in 0.2 s."""
+    try:
+        cls = registry.benchmark_class(benchmark)
+    except (UserInputError, ImportError):
+        return {}
+    out: dict[str, MetricSpec] = {}
+    for spec in cls.metrics:
+        if spec.not_applicable or spec.negative_not_applicable:
+            out.setdefault(spec.name, spec)
     return out
 
 
 def applies(benchmark: str, name: str, value: float) -> bool:
     """Is one stored value a measurement (not its benchmark's "not applicable" marker, not NaN/inf)?"""
-    spec = declared().get((benchmark, name))
+    spec = declared_for(benchmark).get(name)
     if spec is None:
         try:
             return math.isfinite(float(value))
@@ -50,14 +58,13 @@ def applicable_mask(benchmarks: pd.Series, names: pd.Series, values: pd.Series) 
 
     numbers = pd.to_numeric(values, errors="coerce").astype(float)
     keep = pd.Series(np.isfinite(numbers.to_numpy()), index=values.index)
-    specs = declared()
-    if not specs or not len(values):
+    if not len(values):
         return keep
     codes, pairs = pd.MultiIndex.from_arrays([benchmarks.astype(object).to_numpy(),
                                               names.astype(object).to_numpy()]).factorize()
     numbers_np, keep_np = numbers.to_numpy(), keep.to_numpy().copy()
     for code, pair in enumerate(pairs):
-        spec = specs.get(pair)
+        spec = declared_for(str(pair[0])).get(pair[1])
         if spec is None:
             continue
         rows = codes == code
