@@ -305,6 +305,7 @@ def run_cluster(store: Store, plan: ClusterPlan, tick: Callable[[str, float, flo
     results: list[RunResult] = []
     done_s, planned = 0.0, plan.estimate_s
     rechecked: list[str] = []
+    checked = False  # the re-check is made once, after the last node or pair phase of the plan
     phases = list(plan.phases)
     while phases:
         phase = phases.pop(0)
@@ -332,8 +333,9 @@ def run_cluster(store: Store, plan: ClusterPlan, tick: Callable[[str, float, flo
         results += [r for r in run_together(store, requests, on_tick) if r is not None]
         done_s += time.monotonic() - started
         planned = max(planned, done_s)
-        if phase.kind in ("node", "pair") and not rechecked and not any(p.kind in ("node", "pair") for p in phases):
-            again, rechecked[:] = recheck_phases(stored_view(store, cluster_run, rule), plan)
+        if not checked and phase.kind in ("node", "pair") and not any(p.kind in ("node", "pair") for p in phases):
+            checked = True
+            again, rechecked = recheck_phases(stored_view(store, cluster_run, rule), plan)
             phases[:0] = again
             planned += sum(p.estimate_s for p in again)
     return ClusterResult(cluster_run, plan, results, rechecked)
