@@ -8,13 +8,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
 import pytest
+from tests.cli_fork import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"
@@ -135,11 +135,11 @@ def query(db, sql: str, *args) -> list:
 
 
 def cli(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    """Run the real command line in a subprocess, so exit codes are the real ones."""
+    """Run the real command line in a process of its own, so exit codes are the real ones (forked from a server
+    that has the heavy libraries imported: tests/cli_fork.py)."""
     full_env = dict(os.environ) | (env or {})
     full_env.setdefault("COLUMNS", "200")
-    return subprocess.run([sys.executable, "-m", "clusterbench", *args], capture_output=True, text=True,
-                          env=full_env, timeout=timeout)
+    return run_cli(args, full_env, timeout=timeout)
 
 
 def cli_json(*args: str, **kw):

@@ -10,12 +10,11 @@ stored or run.
 from __future__ import annotations
 
 import os
-import resource
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.cli_fork import run_cli
 
 MEMORY_LIMIT_BYTES = 3 * 2**30  # far above what any refusal needs; far below what a bomb takes
 TIME_LIMIT_S = 60.0
@@ -33,17 +32,12 @@ class Refusal:
         return self.stdout + self.stderr
 
 
-def _limit_memory() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
-
-
 def run_bounded(*args: str, env: dict | None = None, cwd: Path | None = None, stdin: str | None = None,
                 timeout_s: float = TIME_LIMIT_S) -> Refusal:
     """The CLI with `args`, under the memory limit; fails the test if it outlives `timeout_s`."""
     full_env = dict(os.environ) | {"COLUMNS": "200"} | (env or {})
     start = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "clusterbench", *args], capture_output=True, text=True,
-                          env=full_env, cwd=cwd, input=stdin, timeout=timeout_s, preexec_fn=_limit_memory)
+    done = run_cli(args, full_env, cwd=cwd, stdin=stdin, timeout=timeout_s, memory=MEMORY_LIMIT_BYTES)
     return Refusal(done.returncode, done.stdout, done.stderr, time.monotonic() - start)
 
 

@@ -7,9 +7,9 @@ import json
 import os
 import sqlite3
 import subprocess
-import sys
 
 import pytest
+from tests.cli_fork import run_cli
 from tests.conftest import cli, cli_json, fixture, query
 
 from clusterbench.analysis.flags import counts, run_flags
@@ -42,8 +42,7 @@ def three_runs(isolated_db):
 
 def answering(*args: str, input_text: str) -> subprocess.CompletedProcess:
     """The real command line with `input_text` as its standard input (the answer to a prompt)."""
-    return subprocess.run([sys.executable, "-m", "clusterbench", *args], capture_output=True, text=True,
-                          input=input_text, env=dict(os.environ) | {"COLUMNS": "200"}, timeout=600)
+    return run_cli(args, dict(os.environ) | {"COLUMNS": "200"}, stdin=input_text)
 
 
 def _run(db, run_id: str) -> dict:
