@@ -15,7 +15,10 @@ Every caller uses this model with the inputs it knows, rather than a model of it
 - sizing the standalone xhpl of `clusterbench run`, whose budget is tight and whose N is large:
   the start-up and setup measured for xhpl (`XHPL_STARTUP_S`, `XHPL_SETUP_COEFF`), at the best rate known;
 - sizing N for a *solve* time (`plan hpl --seconds`, a campaign's `hpl_n: {seconds: ...}`, the
-  cluster check's HPL phases, whose budget share leaves start-up to the rest): start-up and setup 0.
+  cluster check's HPL phases, whose budget share leaves start-up to the rest): start-up and setup 0;
+- the tuner (tune/hpl.py): the same sum, with the solve's rate predicted per configuration by the
+  analytic model (model.py) and the start-up measured on the system when it can be (tune.hpl's
+  measured_startup, at most 3 x PLANNING_STARTUP_S), else PLANNING_STARTUP_S.
 
 The two start-ups are not two models but two inputs: 2.0 s is a guess meant to be on the safe side
 for any system and rank count (the tuner also uses it as the bound of a measured start-up), 0.4 s is
