@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from clusterbench.bench.hpl.planner import DEFAULT_EFFICIENCY, DEFAULT_MEMORY_FRACTION
+from clusterbench.bench.hpl.planner import DEFAULT_EFFICIENCY, DEFAULT_MEMORY_FRACTION, PLAN_NB_RANGE
 from clusterbench.bench.params import MAX_COUNT, MAX_N
 from clusterbench.cli.app import app, console
 from clusterbench.errors import UserInputError
@@ -35,7 +35,7 @@ def plan(
     nodes: Annotated[int, typer.Option(help="Number of nodes.", min=1, max=MAX_COUNT)] = 1,
     memory: Annotated[str | None, typer.Option(
         help="Memory per node (4GiB, 16GB, ...). Default: MemTotal of this machine.")] = None,
-    nb: Annotated[str, typer.Option(help="Block sizes: 192, 64,128 or a range 32..256:8.")] = "64..256:32",
+    nb: Annotated[str, typer.Option(help="Block sizes: 192, 64,128 or a range 32..256:8.")] = PLAN_NB_RANGE,
     fraction: Annotated[float, typer.Option(help="Fraction of memory the matrix fills.")] = DEFAULT_MEMORY_FRACTION,
     time_budget: Annotated[str | None, typer.Option(
         "--time", help="Size N for this solve time instead (e.g. 10m), from Rpeak x efficiency.")] = None,

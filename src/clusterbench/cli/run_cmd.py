@@ -8,6 +8,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from clusterbench.bench.hpl.planner import DEFAULT_NB
 from clusterbench.bench.params import MAX_N
 from clusterbench.cli.app import MpiOpt, app, console, err_console, eta_progress, open_store
 from clusterbench.cli.plan_cmd import LayoutName
@@ -24,7 +25,8 @@ def run(
     n: Annotated[int | None, typer.Option("--n", help="HPL problem size (overrides the budget).", min=1, max=MAX_N)]
     = None,
     nb: Annotated[int | None, typer.Option(
-        "--nb", help="HPL block size (default: the best known for this system, else 192).", min=1, max=100_000,
+        "--nb", help=f"HPL block size (default: the best known for this system, else {DEFAULT_NB}).", min=1,
+        max=100_000,
         show_default=False)] = None,
     layout: Annotated[LayoutName | None, typer.Option(
         help="Rank/thread layout (default: the best known for this system, else mpi).", show_default=False)] = None,

@@ -10,6 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from clusterbench.bench.hpl.planner import TUNE_NB_RANGE
 from clusterbench.cli.app import app, console, err_console, open_store
 
 tune_app = typer.Typer(help="Find the best configuration of a benchmark within a time budget (HPL).",
@@ -25,8 +26,8 @@ def _space_items(items: list[str]) -> dict:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip() or not raw.strip():
             raise UserInputError(f"invalid --space {item!r}",
-                                 hint="write --space KEY=VALUES, e.g. --space nb=64..256:32 or --space bcast=1rm,2rm "
-                                      "or --space depth=1")
+                                 hint=f"write --space KEY=VALUES, e.g. --space nb={TUNE_NB_RANGE} or "
+                                      "--space bcast=1rm,2rm or --space depth=1")
         key = key.strip()
         if key in out:
             raise UserInputError(f"--space {key} given twice", hint="give all its values in one --space")
@@ -92,7 +93,7 @@ def tune_hpl(
                                           "memory).")] = None,
     nodes: Annotated[int, typer.Option(help="Nodes per trial.")] = 1,
     space: Annotated[list[str] | None, typer.Option("--space", metavar="KEY=VALUES", help=(
-        "Search dimension (repeatable): nb=64..256:32, bcast=1rm,2rm, depth=1 (fixes it), "
+        f"Search dimension (repeatable): nb={TUNE_NB_RANGE} (the default), bcast=1rm,2rm, depth=1 (fixes it), "
         "'grid=mpi 1x2,hybrid-node 1x1', layout=mpi, blas=openblas-pthread, pfact/rfact/nbmin/ndiv/swap/..."))] = None,
     levels: Annotated[int, typer.Option(help="Fidelity levels (problem sizes).")] = 3,
     eta: Annotated[int, typer.Option(help="Successive halving's ratio: 1/eta of a level is promoted.")] = 3,

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 
 from clusterbench.bench.hpcc.benchmark import find_hpcc
 from clusterbench.bench.hpcc.budget import HpccTimeModel
-from clusterbench.bench.hpl.planner import check_problem, grids, hpl_flops, n_for_memory
+from clusterbench.bench.hpl.planner import DEFAULT_NB, check_problem, grids, n_for_memory
+from clusterbench.bench.hpl.timing import XHPL_SETUP_COEFF, XHPL_STARTUP_S, n_for_seconds, run_seconds
 from clusterbench.bench.layout import Layout, layouts
 from clusterbench.bench.metrics import Metric
 from clusterbench.bench.registry import benchmark_class
@@ -39,10 +40,7 @@ PINGPONG_MAX_LOG2 = 22  # 4 MiB: past HPCC's 2,000,000-byte messages, quick on a
 MIN_HPCC_BUDGET_S = 10.0
 KERNEL_SHARE = 0.25  # of the budget, at most, for the STREAM thread scaling
 HPCC_SHARE = 0.2  # of the budget for HPCC when a standalone HPL runs too (HPCC's other figures need no large N)
-DEFAULT_NB = 192
 XHPL_BUILD_S = 20.0  # `clusterbench build hpl` from Debian's hpcc source: 14-20 s on the 2-core VM
-XHPL_STARTUP_S = 0.4  # mpirun and MPI_Init of a 2-rank xhpl (0.36-0.41 s measured at N=1000)
-XHPL_SETUP_COEFF = 2.2e-8  # s per matrix element: generating and checking A (2-2.9 s at N=10000 here)
 MIN_XHPL_BUDGET_S = 8.0
 MIN_XHPL_N = 2000
 STREAM_NTIMES_STEPS = (None, 6, 4, 3)  # None: the kernel's default (10), as STREAM itself
@@ -167,7 +165,8 @@ class StandaloneHpl:
 
 @dataclass(frozen=True)
 class XhplTimeModel:
-    """Wall time of one xhpl run: start-up, the matrix's generation and check (about c x N^2), the solve.
+    """Wall time of one xhpl run: HPL's time model (bench/hpl/timing.py) with the start-up and the matrix's
+    generation and check (about c x N^2) measured for xhpl, and the solve at this rate.
 
     The rate is the best evidence at hand: the known configuration's measured median, else HPL's
     efficiency learned from this system's HPCC runs, else the default efficiency. A rate measured at
@@ -177,14 +176,11 @@ class XhplTimeModel:
     source: str
 
     def seconds(self, n: int) -> float:
-        return XHPL_STARTUP_S + XHPL_SETUP_COEFF * n * n + hpl_flops(n) / (self.gflops * 1e9)
+        return run_seconds(n, self.gflops, XHPL_STARTUP_S, XHPL_SETUP_COEFF)
 
     def largest_n(self, budget_s: float, nb: int, n_max: int) -> int:
         """The largest multiple of NB (at most n_max) whose run fits the budget; 0 when none does."""
-        n = n_max // nb * nb
-        while n > 0 and self.seconds(n) > budget_s:
-            n -= nb
-        return n
+        return n_for_seconds(budget_s, self.gflops, nb, XHPL_STARTUP_S, XHPL_SETUP_COEFF, n_max=n_max)
 
 
 def plan_suite(system: SystemInfo, store: Store, budget_s: float, full: bool = False,

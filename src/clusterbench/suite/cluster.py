@@ -29,7 +29,8 @@ from datetime import UTC, datetime
 from clusterbench.analysis.cluster import NODE_MEASURES, ClusterView, stored_view
 from clusterbench.analysis.cluster_tags import TAG_NODE, TAG_PAIR, TAG_PHASE, TAG_RUN
 from clusterbench.analysis.outliers import Rule
-from clusterbench.bench.hpl.planner import grids, hpl_flops, n_for_memory
+from clusterbench.bench.hpl.planner import SHORT_RUN_NB, grids, n_for_memory
+from clusterbench.bench.hpl.timing import n_for_seconds
 from clusterbench.bench.registry import benchmark_class
 from clusterbench.campaign.expand import expand
 from clusterbench.campaign.spec import BenchmarkBlock, Campaign, CampaignError
@@ -59,7 +60,6 @@ HPL_OF_DGEMM = 0.6  # a small HPL's rate against the same node's DGEMM (panel wo
 HPL_ACROSS_NODES = 0.6  # all-node HPL per node against one-node HPL (communication)
 FALLBACK_RPEAK_GFLOPS = 10.0  # a node whose Rpeak is unknown
 MIN_HPL_N = 1000
-HPL_NB = 128
 DGEMM_N, DGEMM_REPS = 1000, 3  # 8 Gflop per core: a fraction of a second on a server, seconds on a Pi
 STREAM_NTIMES, MIN_STREAM_N = 6, 1_000_000  # 5 timed repetitions: the compared rate is their mean
 CLOCK_MS = 1000  # long enough for the mean rate to average over a scheduler's time slices
@@ -222,9 +222,9 @@ def _resizer(phase: Phase, plan: ClusterPlan, base: dict, nodes: int, binary: st
     system = _with_nodes(plan.node_system, nodes)
 
     def resize(gflops: float) -> None:
-        n = _hpl_n(phase.seconds, max(gflops, 0.01) * 1e9, plan.node_system.memory_bytes(), nodes)
+        n = _hpl_n(phase.seconds, max(gflops, 0.01), plan.node_system.memory_bytes(), nodes)
         p, q = grids(cores * nodes)[0]
-        params = base | {"n": n, "nb": HPL_NB, "p": p, "q": q, "layout": "mpi", "binary": binary}
+        params = base | {"n": n, "nb": SHORT_RUN_NB, "p": p, "q": q, "layout": "mpi", "binary": binary}
         if nodes == 1:
             _fill_node_phase(phase, plan, params)
             return
@@ -235,13 +235,12 @@ def _resizer(phase: Phase, plan: ClusterPlan, base: dict, nodes: int, binary: st
     return resize
 
 
-def _hpl_n(seconds: float, rate: float, memory: int | None, nodes: int) -> int:
-    """The largest multiple of NB whose solve takes about `seconds`, within 40% of the nodes' memory."""
-    n = int((1.5 * seconds * rate) ** (1 / 3)) // HPL_NB * HPL_NB
-    while n > MIN_HPL_N and hpl_flops(n) / rate > seconds:
-        n -= HPL_NB
+def _hpl_n(seconds: float, gflops: float, memory: int | None, nodes: int) -> int:
+    """The largest multiple of NB whose solve takes about `seconds` (HPL's time model, solve only: the start-up
+    is in the budget's remainder), within 40% of the nodes' memory; at least MIN_HPL_N."""
+    n = n_for_seconds(seconds, gflops, SHORT_RUN_NB)
     if memory:
-        n = min(n, n_for_memory(memory * nodes, 0.4, HPL_NB))
+        n = min(n, n_for_memory(memory * nodes, 0.4, SHORT_RUN_NB))
     return max(n, MIN_HPL_N)
 
 

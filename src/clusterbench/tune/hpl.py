@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from clusterbench.bench.hpl.benchmark import Hpl
 from clusterbench.bench.hpl.model import Problem, Rates, predict
-from clusterbench.bench.hpl.planner import STARTUP_S
+from clusterbench.bench.hpl.timing import PLANNING_STARTUP_S, hpl_flops
 from clusterbench.campaign.engine import settle_unfinished
 from clusterbench.errors import EnvironmentProblem, MissingToolError, UserInputError
 from clusterbench.execution.loop import QuietReporter, Reporter, run_all
@@ -63,7 +63,7 @@ def measured_startup(store: Store | None, system_id: str | None, rates: Rates) -
         overheads.append(float(row["duration_s"]) - solve)
     if len(overheads) < 3:
         return None
-    return min(max(statistics.median(overheads), 0.1), 3 * STARTUP_S)
+    return min(max(statistics.median(overheads), 0.1), 3 * PLANNING_STARTUP_S)
 
 
 def trial_id(session: str, config: Config, level: int, n: int, repeat: int) -> str:
@@ -101,7 +101,7 @@ class HplEvaluator:
     reporter: Reporter = field(default_factory=QuietReporter)
     timeout_s: float | None = None
     env: dict = field(default_factory=dict)
-    startup_s: float = STARTUP_S
+    startup_s: float = PLANNING_STARTUP_S
     ran: int = 0
     replayed: int = 0
     invalid: int = 0
@@ -159,7 +159,7 @@ class HplEvaluator:
     def prior(self, config: Config) -> float:
         """Predicted Gflop/s at the top level: the order in which the search tries configurations."""
         point = self.point(config, len(self.hspace.ns) - 1)
-        return 2.0 / 3.0 * point["n"] ** 3 / self.model_s(config, len(self.hspace.ns) - 1, True) / 1e9
+        return hpl_flops(point["n"]) / self.model_s(config, len(self.hspace.ns) - 1, True) / 1e9
 
     # ------------------------------------------------------------ trials
 

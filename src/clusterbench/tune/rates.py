@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from clusterbench.bench.hpl.model import Problem, Rates, predict
-from clusterbench.bench.hpl.planner import hpl_flops
+from clusterbench.bench.hpl.timing import hpl_flops
 from clusterbench.store.db import Store
 from clusterbench.system.discover import SystemInfo
 

@@ -22,7 +22,8 @@ from pathlib import Path
 from clusterbench.bench.hpl.benchmark import knob_input
 from clusterbench.bench.hpl.input import HplInput, render_hpl_dat
 from clusterbench.bench.hpl.model import Problem, Rates, predict
-from clusterbench.bench.hpl.planner import STARTUP_S
+from clusterbench.bench.hpl.planner import DEFAULT_NB
+from clusterbench.bench.hpl.timing import PLANNING_STARTUP_S
 from clusterbench.errors import UserInputError
 from clusterbench.launch.site import LOCAL, Site
 from clusterbench.store.db import Store
@@ -200,7 +201,7 @@ def prepare(store: Store | None, options: TuneOptions, system: SystemInfo, *, si
         lo, hi = 8, 1_000_000
         while hi - lo > 8:
             mid = (lo + hi) // 2
-            if predict(Problem(mid, 192, 1, 1, o.nodes, threads * o.nodes), rates).seconds < seconds:
+            if predict(Problem(mid, DEFAULT_NB, 1, 1, o.nodes, threads * o.nodes), rates).seconds < seconds:
                 lo = mid
             else:
                 hi = mid
@@ -219,7 +220,7 @@ def prepare(store: Store | None, options: TuneOptions, system: SystemInfo, *, si
 
         check_memory(o.final_n, memory_limit(system, o.nodes), o.where("--final-n"))
     name = o.name or session_name(system, site_key, hspace, o.seed)
-    startup_s = kept[2] if kept else measured_startup(store, system_id, rates) or STARTUP_S
+    startup_s = kept[2] if kept else measured_startup(store, system_id, rates) or PLANNING_STARTUP_S
     evaluator = HplEvaluator(store, name, hspace, system, rates, site, system_id, timeout_s=o.timeout_s,
                              env=dict(o.env), startup_s=startup_s)
     if reporter is not None:

@@ -2,8 +2,8 @@
 
 The dimensions are ordered value lists (the search treats neighbours in a list as similar):
 
-- `nb`: the block size, the knob every HPL study finds first (default 64..384:32, values above the
-  smallest trial's N dropped);
+- `nb`: the block size, the knob every HPL study finds first (default the HPL package's
+  TUNE_NB_RANGE, 64..384:32, values above the smallest trial's N dropped);
 - `grid`: "LAYOUT PxQ", the rank/thread layout and the process grid together, because a grid only
   exists for the rank count of its layout (P x Q = ranks). Layouts with the same ranks x threads as an
   earlier one are the same run under another name and are left out (on a one-socket node the two
@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from clusterbench.bench.hpl.benchmark import HPL_KNOB_PARAMS, Hpl
-from clusterbench.bench.hpl.planner import DEFAULT_MEMORY_FRACTION, check_problem, grids, matrix_bytes
+from clusterbench.bench.hpl.planner import DEFAULT_MEMORY_FRACTION, TUNE_NB_RANGE, check_problem, grids, matrix_bytes
 from clusterbench.bench.layout import Layout, layouts
 from clusterbench.bench.placement import DEFAULT_BLAS, LAYOUT_NAMES, blas_variants
 from clusterbench.errors import UserInputError
@@ -45,7 +45,6 @@ MAX_LEVELS = 6
 MAX_N = 2_000_000  # beyond any cluster's memory today; refused before the memory check says more
 N_FLOOR = 1000  # smallest trial N: below it start-up dominates and the ranking says little
 N_MULTIPLE = 8
-DEFAULT_NB = "64..384:32"
 DEFAULT_KNOBS: dict[str, list] = {"bcast": ["1rg", "1rm", "2rg", "2rm", "lng", "lnm"], "depth": [0, 1, 2],
                                   "pfact": ["left", "crout", "right"]}
 SPACE_KEYS = ("nb", "grid", "layout", "blas", *(p.name for p in HPL_KNOB_PARAMS))
@@ -181,7 +180,7 @@ def build_space(system: SystemInfo, nodes: int, user: dict[str, object], *, opti
         if key in values:
             raise UserInputError(f"{option(key)}: {key!r} is both fixed (params) and searched (space)")
     dims: dict[str, list] = {}
-    dims["nb"] = values.get("nb") or parse_int_values(DEFAULT_NB, "nb")
+    dims["nb"] = values.get("nb") or parse_int_values(TUNE_NB_RANGE, "nb")
     if "layout" in values:
         unknown = [v for v in values["layout"] if v not in lays]
         if unknown:

@@ -1,10 +1,10 @@
 """How long an HPCC run takes for a given N, so `clusterbench run` can fit a time budget.
 
-HPCC sizes all its tests from the HPL matrix, so its duration is HPL's solve time
-(2/3 N^3 flops at some efficiency of Rpeak) plus everything else, which grows with the
-memory touched. Measured here on a 2-core Zen 3 VM: 7.8 s at N=4000, 39 s at N=8000, 149 s
-at N=13440, of which HPL took 0.6, 4.4 and 19 s. The rest grows about as c x N^2.4 seconds
-with c between 1.5e-8 and 2.2e-8 (RandomAccess tables grow in powers of two, so it steps);
+HPCC sizes all its tests from the HPL matrix, so its duration is an HPL run (HPL's time model,
+bench/hpl/timing.py: the planning start-up and 2/3 N^3 flops at some efficiency of Rpeak) plus
+everything else, which grows with the memory touched. Measured here on a 2-core Zen 3 VM: 7.8 s
+at N=4000, 39 s at N=8000, 149 s at N=13440, of which HPL took 0.6, 4.4 and 19 s. The rest grows
+about as c x N^2.4 seconds with c between 1.5e-8 and 2.2e-8 (RandomAccess tables grow in powers of two, so it steps);
 the default takes the upper value. That coefficient is only a default: after a stored run on the same system, the
 observed one is used instead.
 """
@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from clusterbench.bench.hpl.planner import (  # HPL's assumed efficiency, one value
+from clusterbench.bench.hpl.timing import (  # HPL's time model and assumed efficiency, one of each
     DEFAULT_EFFICIENCY,
-    STARTUP_S,
-    hpl_flops,
+    PLANNING_STARTUP_S,
+    run_seconds,
+    solve_seconds,
 )
 
 DEFAULT_OTHER_COEFF = 2.2e-8
@@ -31,10 +32,10 @@ class HpccTimeModel:
     source: str = "built-in default"
 
     def hpl_seconds(self, n: int) -> float:
-        return hpl_flops(n) / (self.rpeak_gflops * 1e9 * self.efficiency)
+        return solve_seconds(n, self.rpeak_gflops * self.efficiency)
 
     def seconds(self, n: int) -> float:
-        return STARTUP_S + self.hpl_seconds(n) + self.other_coeff * n**OTHER_EXPONENT
+        return run_seconds(n, self.rpeak_gflops * self.efficiency) + self.other_coeff * n**OTHER_EXPONENT
 
     def largest_n(self, budget_s: float, nb: int, n_max: int) -> int:
         """The largest multiple of NB (at most n_max) whose run fits the budget; at least NB."""
@@ -51,7 +52,7 @@ class HpccTimeModel:
         if not history or rpeak_gflops <= 0:
             return cls(rpeak_gflops)
         effs = [g / rpeak_gflops for _, _, _, g in history if g > 0]
-        coeffs = [max(total - hpl - STARTUP_S, 0.1) / n**OTHER_EXPONENT
+        coeffs = [max(total - hpl - PLANNING_STARTUP_S, 0.1) / n**OTHER_EXPONENT
                   for n, total, hpl, _ in history if n > 0]
         eff = sorted(effs)[len(effs) // 2] if effs else DEFAULT_EFFICIENCY
         coeff = sorted(coeffs)[len(coeffs) // 2] if coeffs else DEFAULT_OTHER_COEFF

@@ -15,7 +15,8 @@ from typing import ClassVar
 from clusterbench.bench.hpl import output
 from clusterbench.bench.hpl.input import BCAST, PFACT, PMAP, RFACT, SWAP, HplInput, render_hpl_dat
 from clusterbench.bench.hpl.output import hpl_outcome
-from clusterbench.bench.hpl.planner import DEFAULT_EFFICIENCY, STARTUP_S, check_problem, hpl_flops, resolve_grid
+from clusterbench.bench.hpl.planner import DEFAULT_NB, check_problem, resolve_grid
+from clusterbench.bench.hpl.timing import DEFAULT_EFFICIENCY, run_seconds
 from clusterbench.bench.metrics import Outcome
 from clusterbench.bench.official import OfficialBinary, find_binary
 from clusterbench.bench.params import REQUIRED, Param
@@ -33,7 +34,7 @@ from clusterbench.system.mpi import check_binary_mpi
 
 HPL_PARAMS = (
     Param("n", int, REQUIRED, "HPL problem size N (the matrix is N x N doubles)", minimum=1),
-    Param("nb", int, 192, "HPL block size NB", minimum=1),
+    Param("nb", int, DEFAULT_NB, "HPL block size NB", minimum=1),
     Param("p", int, None, "process grid rows (default: squarest grid of the ranks)", minimum=1),
     Param("q", int, None, "process grid columns", minimum=1),
     LAYOUT_PARAM,
@@ -169,7 +170,7 @@ class Hpl(HplFamily):
     @classmethod
     def estimate_s(cls, point: dict, system: SystemInfo) -> float | None:
         rpeak = available_rpeak(point, system)
-        return STARTUP_S + hpl_flops(point["n"]) / (rpeak * 1e9 * DEFAULT_EFFICIENCY) if rpeak else None
+        return run_seconds(point["n"], rpeak * DEFAULT_EFFICIENCY) if rpeak else None
 
     def hpl_input(self, **overrides) -> HplInput:
         inp = super().hpl_input(**overrides)

@@ -45,7 +45,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from clusterbench.bench.hpl.planner import hpl_flops
+from clusterbench.bench.hpl.timing import hpl_flops
 
 BYTES_PER_DOUBLE = 8
 

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 
 from clusterbench.bench.declare import MetricSpec, OutputFormat, ReportUse, Result
-from clusterbench.bench.hpl.planner import hpl_flops
+from clusterbench.bench.hpl.timing import hpl_flops
 from clusterbench.bench.metrics import Metric, Outcome, TooManyResults, is_finite
 
 _VERSION = re.compile(r"HPLinpack\s+(\d+(?:\.\d+)*)")

@@ -7,7 +7,8 @@ N is then rounded down to a multiple of NB so that every block is full.
 
 Here too are the two users of these rules: `plan_hpl`, the table behind `clusterbench plan hpl`,
 and `hpl_n`, a campaign's derived `n: {hpl_n: {...}}`; both size N the same way, from memory
-or from a solve time at an assumed efficiency.
+or from a solve time at an assumed efficiency (timing.py, HPL's one time model). HPL's default
+block sizes are declared here too, for every command that runs, plans or tunes HPL.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from clusterbench.bench.hpl.input import HplInput, render_hpccinf, render_hpl_dat
+from clusterbench.bench.hpl.timing import DEFAULT_EFFICIENCY, n_for_seconds, solve_seconds
+from clusterbench.bench.hpl.timing import hpl_flops as hpl_flops  # its home was here: tests and scripts use it
 from clusterbench.bench.layout import Layout, layouts
 from clusterbench.errors import UserInputError
 from clusterbench.units import parse_size
@@ -27,20 +30,23 @@ if TYPE_CHECKING:
     from clusterbench.system.discover import SystemInfo
 
 BYTES_PER_DOUBLE = 8
-# Rmax/Rpeak assumed when nothing better is known (no stored run): typical of HPL on one node with
-# a tuned BLAS. Time estimates of HPL and HPCC, and N sized from a solve time, all assume it.
-STARTUP_S = 2.0  # mpirun start-up, allocation and first touch of one HPL-like run
-DEFAULT_EFFICIENCY = 0.75
 DEFAULT_MEMORY_FRACTION = 0.8  # of memory the matrix fills: the rest is left to the OS and MPI
 
-
-def hpl_flops(n: float) -> float:
-    """The operation count HPL itself uses to compute Gflops: 2/3 N^3 + 3/2 N^2 (planning, and the
-    output parser's check that printed Gflops follow from N and the time). An N read from a file
-    may be absurd: from 1e100 on, the count is infinite rather than an overflow."""
-    if n >= 1e100:
-        return float("inf")
-    return 2.0 / 3.0 * n**3 + 1.5 * n**2
+# HPL's block size NB: the defaults of every command that runs or plans HPL, declared once here.
+# One run with nothing tuned or measured (`clusterbench run`'s HPCC and standalone xhpl, the N the
+# tuner sizes its levels with): 192 is in the range (128-256) where HPL studies on current x86 BLAS
+# find the best NB, and the middle of the range searched below.
+DEFAULT_NB = 192
+# The cluster check's HPL (`clusterbench run -w`): runs of a few seconds, N as small as 1000, split
+# over every core of every node. A smaller block keeps more blocks per rank at such N (N=1000 is 5
+# blocks of 192 per row of the matrix, 7 of 128), so the ranks' load stays balanced.
+SHORT_RUN_NB = 128
+# The NBs `plan hpl` lists and writes to HPL.dat by default: each is a full-size run when the
+# file is run by hand, so the sweep keeps to the range where the best NB usually is.
+PLAN_NB_RANGE = "64..256:32"
+# The NBs the tuner searches by default (`tune hpl`, docs/tune.md): wider, since its trials are
+# small and a poor NB is dropped after one level; some BLAS (recent MKL, BLIS) are best above 256.
+TUNE_NB_RANGE = "64..384:32"
 
 
 def n_for_memory(memory_bytes: float, fraction: float, nb: int) -> int:
@@ -53,12 +59,8 @@ def n_for_memory(memory_bytes: float, fraction: float, nb: int) -> int:
 
 
 def n_for_time(seconds: float, rpeak_gflops: float, efficiency: float, nb: int) -> int:
-    """Largest multiple of NB whose HPL solve takes about `seconds` at efficiency x Rpeak."""
-    rate = rpeak_gflops * 1e9 * efficiency
-    n = int((1.5 * seconds * rate) ** (1 / 3))
-    while n > 0 and hpl_flops(n) / rate > seconds:
-        n -= 1
-    return max(nb, n // nb * nb)
+    """Largest multiple of NB (at least NB) whose HPL solve takes about `seconds` at efficiency x Rpeak."""
+    return max(nb, n_for_seconds(seconds, rpeak_gflops * efficiency, nb))
 
 
 def matrix_bytes(n: int) -> int:
@@ -195,7 +197,7 @@ def plan_hpl(system: SystemInfo, nbs: list[int], nodes: int = 1, memory_per_node
         else:
             size = n_for_memory(usable, fraction, nb)
         need = matrix_bytes(size)
-        est = hpl_flops(size) / (rpeak * 1e9 * eff) if rpeak else None
+        est = solve_seconds(size, rpeak * eff) if rpeak else None
         rows.append(PlanRow(nb, size, need, need / usable, est))
     chosen = grid or grid_list[0]
     for row in rows:
