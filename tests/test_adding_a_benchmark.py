@@ -75,6 +75,10 @@ def test_the_docs_benchmark_runs_imports_and_is_reported(ddcopy, tmp_path, isola
     assert all(row[column] for row in table.rows)
     reported = {run for row in table.rows for run in row[-1]}
     assert {r.id for r in live} <= reported and len(reported) == 5
+    # 4. its figure of merit is what a history of it follows, with no line of the report naming it
+    from clusterbench.report import history
+
+    assert history.headlines()["ddcopy"] == "dd_rate" and "dd_rate" in history.metrics()
 
 
 def test_unregistered_its_log_is_not_recognised(tmp_path, isolated_db):

@@ -218,3 +218,21 @@ def test_system_lists_a_program_clusterbench_built_with_the_classes_install_hint
     (cache / "builds" / "registry.json").unlink()
     gone = {b["name"]: b for b in cli_json("system", "--json", env=env)["benchmarks"]}
     assert gone["hpcg"]["available"] is False and Hpcg.install_hint in gone["hpcg"]["detail"]
+
+
+def test_each_benchmark_that_is_measured_declares_one_figure_of_merit_and_history_follows_it():
+    """The history section follows what the benchmarks declare (bench/declare.py `merit`), one metric each: a
+    benchmark that stores another's metrics (HPCC stores HPL's Rmax lines) declares them `not_merit`."""
+    from clusterbench.bench.declare import FIGURE_OF_MERIT, merit, not_merit
+    from clusterbench.report import history
+
+    merits: dict[str, list[str]] = {}
+    for cls in registry.registered():
+        merits[cls.name] = [s.name for s in cls.metrics if FIGURE_OF_MERIT in s.uses]
+    assert all(len(found) <= 1 for found in merits.values()), merits
+    assert history.headlines() == {b: found[0] for b, found in merits.items() if found}
+    assert history.headlines()["hpcc"] == "HPL_Tflops" and history.headlines()["hpl"] == "hpl_gflops"
+    assert set(history.headlines()) >= {"hpl", "hpcc", "hpcg", "stream", "stream-binary", "imb", "osu", "lulesh"}
+    assert not {"affinity", "command"} & set(history.headlines())  # nothing to follow over time
+    spec = MetricSpec("x", "s", False, uses=(ReportUse("hpl", "rmax"),))
+    assert not_merit(merit(spec)) == spec and FIGURE_OF_MERIT in merit(spec).uses

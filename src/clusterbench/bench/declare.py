@@ -21,6 +21,7 @@ every command from these, through the registry's `build_recipes()`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -107,6 +108,22 @@ class MetricSpec:
     def shown(self, use: ReportUse, unit: str | None = None) -> Callable[[float], float]:
         """The value as `use` shows it: converted to `unit`, else the use's unit, else left as it is."""
         return converter(self.unit, unit or use.unit or self.unit)
+
+
+# The metric that is a benchmark's figure of merit: the one its history follows (report/history.py, one
+# per benchmark). Declared on that metric with `merit(MetricSpec(...))`, so no report lists benchmarks.
+FIGURE_OF_MERIT = ReportUse("history", "merit")
+
+
+def merit(spec: MetricSpec) -> MetricSpec:
+    """`spec`, declared as its benchmark's figure of merit (FIGURE_OF_MERIT among its uses)."""
+    return dataclasses.replace(spec, uses=(*spec.uses, FIGURE_OF_MERIT))
+
+
+def not_merit(spec: MetricSpec) -> MetricSpec:
+    """`spec` without FIGURE_OF_MERIT: another benchmark's metric that this one stores too, but is not its
+    figure of merit (HPCC stores HPL's Rmax lines; its figure of merit is its summary's HPL_Tflops)."""
+    return dataclasses.replace(spec, uses=tuple(u for u in spec.uses if u != FIGURE_OF_MERIT))
 
 
 # Units a report converts between: (quantity, size of the unit in the quantity's base unit).

@@ -15,7 +15,7 @@ import json
 import shlex
 from pathlib import Path
 
-from clusterbench.bench.declare import MetricSpec
+from clusterbench.bench.declare import MetricSpec, merit
 from clusterbench.bench.metrics import Metric, Outcome
 from clusterbench.bench.native import GUESS_START_S
 from clusterbench.bench.official import BINARY_PARAM, OfficialBinary
@@ -59,7 +59,7 @@ class Iperf3(OfficialBinary):
     binary_names = ("iperf3",)
     env_var = "CLUSTERBENCH_IPERF3"
     install_hint = "apt-get install iperf3"
-    metrics = (MetricSpec("tcp_throughput", "Gbit/s", True), MetricSpec("tcp_throughput_sent", "Gbit/s", True),
+    metrics = (merit(MetricSpec("tcp_throughput", "Gbit/s", True)), MetricSpec("tcp_throughput_sent", "Gbit/s", True),
                MetricSpec("tcp_retransmits", "count", False))
     default_ranks = 1
     threaded_default = False

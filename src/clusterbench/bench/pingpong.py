@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from clusterbench.bench.declare import MetricSpec, ReportUse
+from clusterbench.bench.declare import MetricSpec, ReportUse, merit
 from clusterbench.bench.imb.sizing import IMB_OVERALL_VOLUME, exchange_seconds
 from clusterbench.bench.metrics import Metric, Outcome
 from clusterbench.bench.native import GUESS_START_S, KERNEL_PARAMS, NativeKernel
@@ -50,7 +50,7 @@ class PingPong(NativeKernel):
         MetricSpec("pingpong_bandwidth", "MB/s", True, ("bytes",), negative_not_applicable=True,
                    uses=(ReportUse("network", "bandwidth", "ping-pong", order=10),)),
         MetricSpec("latency_us", "us", False, ("bytes",), negative_not_applicable=True),
-        MetricSpec("peak_bandwidth", "MB/s", True, ("bytes",), negative_not_applicable=True),
+        merit(MetricSpec("peak_bandwidth", "MB/s", True, ("bytes",), negative_not_applicable=True)),
     )
     parameters = (
         Param("min_log2", int, 0, "smallest non-zero size is 2^min_log2 bytes (0 bytes is always measured)",

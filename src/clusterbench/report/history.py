@@ -37,15 +37,12 @@ from clusterbench.analysis.history import (
     search_cost,
     series,
 )
+from clusterbench.bench import registry
+from clusterbench.bench.declare import FIGURE_OF_MERIT
 from clusterbench.report import csvsafe
 from clusterbench.report.figures import _STYLE, OKABE_ITO, svg_element
 from clusterbench.report.model import Picture, Section, Table
 
-# The figure of merit whose history each benchmark's section shows.
-HEADLINES = {"hpl": "hpl_gflops", "hpcc": "HPL_Tflops", "hpcg": "hpcg_gflops", "stream": "stream_triad",
-             "stream-binary": "stream_triad", "dgemm": "dgemm_gflops", "lulesh": "lulesh_fom",
-             "iperf3": "tcp_throughput", "imb": "peak_bandwidth", "osu": "peak_bandwidth",
-             "pingpong": "peak_bandwidth"}
 MIN_DATES = 6
 MAX_DRAWN = 8
 MAX_ANALYSED = 200
@@ -54,17 +51,24 @@ MAX_TABLE_ROWS = 1000
 CSV_COLUMNS = ("date_utc", "run", "value", "unit", "segment_mean", "new_segment", "p_value")
 
 
+def headlines() -> dict[str, str]:
+    """benchmark -> its figure of merit, whose history the section shows: as each benchmark declares it
+    (bench/declare.py `merit`), so that a new benchmark needs no line here. Asked each time: a benchmark may
+    be registered while the process runs (bench/registry.py `register`)."""
+    return {d.benchmark: d.spec.name for d in registry.drawn(FIGURE_OF_MERIT.section, FIGURE_OF_MERIT.role)}
+
+
 def metrics() -> set[str]:
-    return set(HEADLINES.values())
+    return set(headlines().values())
 
 
 def section(data: Dataset, _options, store=None) -> Section | None:
     """The section, or None when no series of the selection was measured at MIN_DATES different times."""
     data = _with_headlines(data, store)
     candidates: list[tuple[str, Group]] = []
-    for name in sorted(set(HEADLINES.values())):
+    for name in sorted(metrics()):
         if (data.metrics["name"] == name).any():
-            benchmarks = {b for b, m in HEADLINES.items() if m == name}
+            benchmarks = {b for b, m in headlines().items() if m == name}
             candidates += [(name, g) for g in series(data, MetricChoice(name), benchmarks, MIN_DATES)]
     if not candidates:
         return None

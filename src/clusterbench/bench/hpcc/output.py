@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import re
 
-from clusterbench.bench.declare import MetricSpec, OutputFormat, ReportUse, Result
+from clusterbench.bench.declare import MetricSpec, OutputFormat, ReportUse, Result, merit, not_merit
 from clusterbench.bench.hpl.output import METRICS as HPL_METRICS
 from clusterbench.bench.hpl.output import check_rpeak, hpl_outcome, implausible
 from clusterbench.bench.metrics import Metric, Outcome, is_finite
@@ -232,7 +232,7 @@ NOT_RUN = {"not_applicable": (-1.0,), "negative_not_applicable": True}
 
 # The summary rows, in the section's order; the balance is ring-bandwidth / (hpl-rate / processes).
 SUMMARY = (
-    _summary("HPL_Tflops", "HPL", "Gflop/s", "hpl-rate"),
+    merit(_summary("HPL_Tflops", "HPL", "Gflop/s", "hpl-rate")),
     _summary("StarDGEMM_Gflops", "DGEMM per process (star)"),
     _summary("SingleDGEMM_Gflops", "DGEMM single process"),
     _summary("PTRANS_GBs", "PTRANS"),
@@ -257,5 +257,5 @@ MEASURED = tuple(_measured(key) for key in (
     "SingleRandomAccess_LCG_GUPs", "SingleRandomAccess_GUPs", "HPL_time", "PTRANS_time", "MPIFFT_time",
     "MPIRandomAccess_time", "MPIRandomAccess_LCG_time"))
 PROCESSES = MetricSpec("CommWorldProcs", "", True, uses=(ReportUse("hpcc", "processes"),))
-METRICS = (*HPL_METRICS, *SUMMARY, *MEASURED, PROCESSES)
+METRICS = (*(not_merit(m) for m in HPL_METRICS), *SUMMARY, *MEASURED, PROCESSES)
 FORMAT = OutputFormat("hpcc", recognise, split_results, title="HPCC", priority=20, rpeak_check=check_rpeak)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from clusterbench.bench.declare import MetricSpec, OutputFormat, ReportUse, Result
+from clusterbench.bench.declare import MetricSpec, OutputFormat, ReportUse, Result, merit
 from clusterbench.bench.hpl.output import MAX_GFLOPS_PER_PROCESS
 from clusterbench.bench.metrics import Metric, Outcome, is_finite
 
@@ -107,7 +107,7 @@ def recognise_log(text: str) -> bool:
 
 
 METRICS = (
-    MetricSpec("hpcg_gflops", "Gflop/s", True, uses=(ReportUse("energy", "hpcg"),)),
+    merit(MetricSpec("hpcg_gflops", "Gflop/s", True, uses=(ReportUse("energy", "hpcg"),))),
     MetricSpec("hpcg_raw_gflops", "Gflop/s", True),
     MetricSpec("hpcg_bandwidth", "GB/s", True),
     MetricSpec("hpcg_time", "s", False),

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from clusterbench.bench.declare import MetricSpec, OutputFormat, ReportUse, Result
+from clusterbench.bench.declare import MetricSpec, OutputFormat, ReportUse, Result, merit
 from clusterbench.bench.hpl.timing import hpl_flops
 from clusterbench.bench.metrics import Metric, Outcome, TooManyResults, is_finite
 
@@ -281,7 +281,7 @@ def recognise(text: str) -> bool:
 
 
 LINE_LABELS = ("tv", "n", "nb", "p", "q")  # a T/V line: the variant and the problem it solved
-RMAX = MetricSpec("hpl_gflops", "Gflop/s", True, LINE_LABELS,
-                  uses=(ReportUse("hpl", "rmax"), ReportUse("energy", "rmax")), negative_not_applicable=True)
+RMAX = merit(MetricSpec("hpl_gflops", "Gflop/s", True, LINE_LABELS,
+                        uses=(ReportUse("hpl", "rmax"), ReportUse("energy", "rmax")), negative_not_applicable=True))
 METRICS = (RMAX, MetricSpec("hpl_time", "s", False, LINE_LABELS, negative_not_applicable=True))
 FORMAT = OutputFormat("hpl", recognise, split_results, title="HPL", rpeak_check=check_rpeak)

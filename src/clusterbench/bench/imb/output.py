@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from clusterbench.bench.declare import MetricSpec, OutputFormat, ReportUse, Result
+from clusterbench.bench.declare import MetricSpec, OutputFormat, ReportUse, Result, merit
 from clusterbench.bench.metrics import Metric, Outcome, TooManyResults
 
 _MARK = re.compile(r"Intel\s*\(R\)\s*MPI Benchmarks")
@@ -134,6 +134,6 @@ METRICS = (
     MetricSpec("imb_bandwidth", "MiB/s", True, SIZED,
                negative_not_applicable=True, uses=(ReportUse("network", "bandwidth", **_PINGPONG),)),
     MetricSpec("latency_us", "us", False, SIZED, negative_not_applicable=True),
-    MetricSpec("peak_bandwidth", "MiB/s", True, SIZED, negative_not_applicable=True),
+    merit(MetricSpec("peak_bandwidth", "MiB/s", True, SIZED, negative_not_applicable=True)),
 )
 FORMAT = OutputFormat("imb", recognise, split_results, title="IMB")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from clusterbench.bench.declare import MetricSpec, OutputFormat, ReportUse, Result
+from clusterbench.bench.declare import MetricSpec, OutputFormat, ReportUse, Result, merit
 from clusterbench.bench.metrics import Metric, Outcome
 
 _MARK = re.compile(r"^#\s*OSU MPI", re.M)
@@ -79,6 +79,6 @@ METRICS = (
     MetricSpec("osu_bandwidth", "MB/s", True, SIZED,
                negative_not_applicable=True, uses=(ReportUse("network", "bandwidth", "OSU", order=30),)),
     MetricSpec("latency_us", "us", False, SIZED, negative_not_applicable=True),
-    MetricSpec("peak_bandwidth", "MB/s", True, SIZED, negative_not_applicable=True),
+    merit(MetricSpec("peak_bandwidth", "MB/s", True, SIZED, negative_not_applicable=True)),
 )
 FORMAT = OutputFormat("osu", recognise, split_results, title="OSU")
