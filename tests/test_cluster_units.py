@@ -159,3 +159,37 @@ def test_cluster_section_is_validated_with_its_line():
     assert "c.yaml:6" in str(err.value) and "cpu_bind" in str(err.value)
     ok, _ = parse_campaign(text.replace("cpu_bnd", "cpu_bind"), "c.yaml")
     assert ok.cluster.slurm.srun.cpu_bind == "cores" and ok.cluster.interconnect == "auto"
+
+
+def test_a_probe_that_does_not_answer_is_killed_with_its_whole_process_group():
+    """preflight's hello-world runs mpirun in a process group of its own: on a timeout the group goes whole (what
+    mpirun started too, ssh clients among them), so a second attempt does not compete with the first. A shell
+    and its background child stand in for mpirun and its ssh clients (real processes; no MPI is needed here)."""
+    import os
+    import random
+    import time
+
+    from clusterbench.cluster.preflight import _probe
+
+    marker = f"{400 + random.randrange(1, 10**6) / 10**6:.6f}"  # a sleep no one else runs
+
+    def sleeping() -> list[int]:
+        found = []
+        for name in os.listdir("/proc"):
+            try:
+                if name.isdigit() and open(f"/proc/{name}/cmdline", "rb").read().split(b"\0")[:2] == [
+                        b"sleep", marker.encode()]:
+                    found.append(int(name))
+            except OSError:
+                pass
+        return found
+
+    t0 = time.monotonic()
+    assert _probe(["sh", "-c", f"sleep {marker} & sleep {marker}; echo never"], 1.0) is None
+    assert time.monotonic() - t0 < 15
+    deadline = time.monotonic() + 10
+    while sleeping() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sleeping() == []  # both sleeps, the background one included
+    done = _probe(["sh", "-c", "echo rank-0-answered"], 30.0)
+    assert done is not None and done.returncode == 0 and done.stdout.strip() == "rank-0-answered"

@@ -13,8 +13,10 @@ build caches, the benchmark binaries; cluster/staging.py), or have it staged (`-
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
+import signal
 import socket
 import subprocess
 import tempfile
@@ -263,6 +265,32 @@ def node_paths(hosts: list[str], binaries: list[str], stage: bool = False) -> li
     return problems
 
 
+# A hello-world that does not answer in time is started once more before it is a problem: a start over ssh that
+# hangs once (a node starved by other work, a wire-up that stalled) is not a broken node; one that hangs twice is.
+HELLO_ATTEMPTS = 2
+
+
+def _probe(cmd: list[str], timeout_s: float) -> subprocess.CompletedProcess | None:
+    """mpirun of the probe, or None when it did not answer within `timeout_s`. It runs in a process group of its
+    own, killed whole on a timeout or an interrupt: mpirun, its ssh clients and so the daemons they started on
+    the nodes, so that nothing of it competes with a second attempt or outlives the preflight."""
+    # from "/": Hydra starts remote ranks in mpiexec's working directory, which need not
+    # exist on the nodes (a checkout under a node-private /tmp); "/" exists everywhere
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/",
+                            env=dict(os.environ) | {"OMP_NUM_THREADS": "1"}, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+        return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+    except subprocess.TimeoutExpired:
+        return None
+    finally:
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.communicate(timeout=10)  # a process that left the group may still hold the pipes
+
+
 def hello_world(inv: Inventory, timeout_s: float = 60.0, mpi: str | None = None) -> list[Problem]:
     """One rank per node of the affinity probe (a real MPI program, built with MPI `mpi`); every
     node must answer."""
@@ -285,13 +313,13 @@ def hello_world(inv: Inventory, timeout_s: float = 60.0, mpi: str | None = None)
             cmd = Site("mpirun", inv).for_run(Path(folder)).launch_command(probe)
         except Exception as exc:  # noqa: BLE001 - no mpirun is a preflight finding, not a crash
             return [Problem("all", check, f"cannot launch the probe: {exc}")]
-        try:
-            # from "/": Hydra starts remote ranks in mpiexec's working directory, which need not
-            # exist on the nodes (a checkout under a node-private /tmp); "/" exists everywhere
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd="/",
-                                 env=dict(os.environ) | {"OMP_NUM_THREADS": "1"}, check=False)
-        except subprocess.TimeoutExpired:
-            return [Problem("all", check, f"no answer within {timeout_s:.0f} s: {' '.join(cmd)}")]
+        for _ in range(HELLO_ATTEMPTS):
+            out = _probe(cmd, timeout_s)
+            if out is not None:
+                break
+        else:
+            return [Problem("all", check, f"no answer within {timeout_s:.0f} s, {HELLO_ATTEMPTS} times: "
+                            f"{' '.join(cmd)}")]
     seen = {row["host"] for row in parse_affinity(out.stdout)}
     if out.returncode != 0 and not seen:
         tail = " | ".join(out.stderr.strip().splitlines()[-3:])[:300]
