@@ -1,7 +1,7 @@
 """The tests' way to run the real command line fast: forked from a process that has already imported the heavy
-libraries (tests/cli_zygote.py), instead of a new interpreter that imports them again for each of the suite's
-~1,500 calls. Measured on this 2-core machine before it existed: the calls of the pure-Python tests took 607 s of
-the 1,055 s those tests took, most of it importing pandas, SciPy and matplotlib again.
+libraries (tests/cli_zygote.py), instead of a new interpreter that imports them again for each call. Measured on
+this 2-core machine before it existed: the pure-Python tests' 420 calls took 607 s of the 1,055 s those tests
+took, most of it importing pandas, SciPy and matplotlib again.
 
 Each call is still the real `python -m clusterbench ARGS` in a process of its own: its own environment, folder,
 standard input and output, exit code (a signal's as a negative code, as `subprocess` gives), and atexit handlers
@@ -19,11 +19,13 @@ import atexit
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 ZYGOTE = Path(__file__).resolve().with_name("cli_zygote.py")
@@ -45,8 +47,6 @@ class _Server:
         """The server's next line, or "" at the deadline (time.monotonic()) or when it has gone. Read from the
         pipe's descriptor into a buffer of our own: a buffered reader may hold the next line where select()
         cannot see it."""
-        import time
-
         fd = self.proc.stdout.fileno()
         while b"\n" not in self.pending:
             wait = None if deadline is None else max(deadline - time.monotonic(), 0.0)
@@ -62,8 +62,7 @@ class _Server:
 
     def run(self, args: list[str], env: dict, cwd: str | None, stdin: str | None, timeout: float | None,
             memory: int | None) -> subprocess.CompletedProcess:
-        import time
-
+        argv = [sys.executable, "-m", "clusterbench", *args]
         files = {name: self.folder / name for name in ("stdin", "stdout", "stderr")}
         files["stdin"].write_text(stdin or "")
         for name in ("stdout", "stderr"):
@@ -81,15 +80,11 @@ class _Server:
         if not ended:  # past the timeout: killed, as subprocess.run does
             os.kill(pid, signal.SIGKILL)
             self._line(None)
-            raise subprocess.TimeoutExpired([sys.executable, "-m", "clusterbench", *args], timeout,
-                                            files["stdout"].read_text(), files["stderr"].read_text())
+            raise subprocess.TimeoutExpired(argv, timeout, files["stdout"].read_text(), files["stderr"].read_text())
         code = os.waitstatus_to_exitcode(int(ended.split()[1]))
-        return subprocess.CompletedProcess([sys.executable, "-m", "clusterbench", *args], code,
-                                           files["stdout"].read_text(), files["stderr"].read_text())
+        return subprocess.CompletedProcess(argv, code, files["stdout"].read_text(), files["stderr"].read_text())
 
     def close(self) -> None:
-        import shutil
-
         if self.alive():
             self.proc.stdin.close()
             try:

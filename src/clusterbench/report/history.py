@@ -66,9 +66,10 @@ def section(data: Dataset, _options, store=None) -> Section | None:
     """The section, or None when no series of the selection was measured at MIN_DATES different times."""
     data = _with_headlines(data, store)
     candidates: list[tuple[str, Group]] = []
-    for name in sorted(metrics()):
+    heads = headlines()
+    for name in sorted(set(heads.values())):
         if (data.metrics["name"] == name).any():
-            benchmarks = {b for b, m in headlines().items() if m == name}
+            benchmarks = {b for b, m in heads.items() if m == name}
             candidates += [(name, g) for g in series(data, MetricChoice(name), benchmarks, MIN_DATES)]
     if not candidates:
         return None
