@@ -97,6 +97,11 @@ def test_bad_cluster_input_is_refused_with_exit_2(args, words):
     assert words in out.stderr and "Traceback" not in out.stderr
 
 
+def test_no_pairs_is_refused_without_nodes():
+    out = cli("run", "--no-pairs", "--dry-run")
+    assert out.returncode == 2 and "--no-pairs applies to cluster runs" in out.stderr, out.stderr
+
+
 def cluster_run(budget: str = "30s", *more: str) -> dict:
     out = cli("run", "-w", "node[1-3]", "--budget", budget, "--interconnect", "tcp", "--json", *more, timeout=900)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
@@ -174,8 +179,9 @@ def test_inside_a_multi_node_slurm_allocation_run_takes_its_nodes(shared_db, tmp
 @pytest.mark.quiet_machine
 def test_a_node_with_a_cpu_hog_is_flagged_as_the_outlier_node(shared_db, xhpl):
     vc("hog", "node2", "start", "--threads", "8")
-    try:  # no HPL: the outlier node is judged from the per-node kernels; the unmodified run covers HPL's phases
-        summary = cluster_run("30s", "--no-hpl")
+    try:  # no HPL, no pairs: the outlier node is judged from the per-node kernels; the unmodified run covers
+        # HPL's and the pairs' phases (the pairs with the hogged node took 9-14 s each, half of this run)
+        summary = cluster_run("30s", "--no-hpl", "--no-pairs")
     finally:
         vc("hog", "node2", "stop")
     print("hog on node2:", figures(summary), "rechecked:", summary["rechecked"])
@@ -183,6 +189,8 @@ def test_a_node_with_a_cpu_hog_is_flagged_as_the_outlier_node(shared_db, xhpl):
     assert "node2" in found, figures(summary)
     assert set(found) <= {"node2", "node1-node2", "node2-node3"}, found
     assert summary["slowest_node"][0] == "node2"
+    stored = query(shared_db, "SELECT DISTINCT json_extract(tags, '$.cluster_phase') FROM runs")
+    assert {r[0] for r in stored} == {"node"}  # --no-pairs: the nodes alone
 
 
 @pytest.mark.cluster

@@ -16,7 +16,8 @@ from clusterbench.cli.app import console, err_console, eta_progress, open_store
 
 
 def run_on_cluster(inv, budget_s: float, *, interconnect: str, mpi: str | None, hpl: bool, xhpl: str | None,
-                   iperf: bool, rule, force: bool, dry_run: bool, as_json: bool, stage: bool = False) -> None:
+                   iperf: bool, rule, force: bool, dry_run: bool, as_json: bool, stage: bool = False,
+                   pairs: bool = True) -> None:
     from clusterbench.analysis.cluster import stored_view
     from clusterbench.bench.hpl.benchmark import find_xhpl
     from clusterbench.cli.cluster_cmd import print_preflight, run_preflight
@@ -44,7 +45,7 @@ def run_on_cluster(inv, budget_s: float, *, interconnect: str, mpi: str | None, 
             err_console.print("[red]the preflight found problems[/]: fix them, or run anyway with --force")
             raise typer.Exit(1)
         plan = plan_cluster(inv, preflight, local, budget_s, interconnect=interconnect, mpi=mpi,
-                            hpl_binary=binary, hpl=hpl, iperf=iperf)
+                            hpl_binary=binary, hpl=hpl, iperf=iperf, pairs=pairs)
         if not as_json:
             _print_plan(plan)
         if dry_run:

@@ -60,6 +60,9 @@ def run(
         "--force", help="Cluster runs: go on although the preflight found problems.")] = False,
     iperf: Annotated[bool, typer.Option(
         "--iperf", help="Cluster runs: also iperf3 (TCP) between every pair of nodes, a few seconds each.")] = False,
+    pairs: Annotated[bool, typer.Option(
+        "--pairs/--no-pairs", help="Cluster runs: ping-pong between every pair of nodes, N(N-1)/2 runs "
+                                   "(--no-pairs: the nodes alone).")] = True,
     stage: Annotated[bool, typer.Option(
         "--stage", help="Cluster runs: copy what the nodes cannot see (probe, kernels, binaries on a node-local "
                         "path) to a node-local folder on each node and run the copies (also CLUSTERBENCH_STAGE=1).")]
@@ -87,7 +90,7 @@ def run(
         run_on_cluster(inv, parse_duration(budget, "--budget"), interconnect=interconnect,
                        mpi=mpi.value if mpi else None, hpl=hpl, xhpl=xhpl, iperf=iperf,
                        rule=Rule(z=outlier_z, min_deviation=outlier_deviation), force=force, dry_run=dry_run,
-                       as_json=as_json, stage=stage)
+                       as_json=as_json, stage=stage, pairs=pairs)
         return
     from clusterbench.bench.hpl.benchmark import find_xhpl
     from clusterbench.launch.process import signals_as_interrupt
@@ -97,7 +100,8 @@ def run(
     from clusterbench.units import format_duration
 
     budget_s = parse_duration(budget, "--budget")
-    for given, flag in ((iperf, "--iperf"), (force, "--force"), (interconnect != "auto", "--interconnect")):
+    for given, flag in ((iperf, "--iperf"), (force, "--force"), (interconnect != "auto", "--interconnect"),
+                        (not pairs, "--no-pairs")):
         if given:
             raise UserInputError(f"{flag} applies to cluster runs", hint="name the nodes with -w node[1-4]")
     positive(n, "--n")

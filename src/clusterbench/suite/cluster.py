@@ -132,9 +132,10 @@ def check_inventory(inv: Inventory) -> None:
 
 def plan_cluster(inv: Inventory, preflight: Preflight, local: SystemInfo, budget_s: float, *,
                  interconnect: str = "auto", mpi: str | None = None, hpl_binary: str | None = None,
-                 hpl: bool = True, iperf: bool = False) -> ClusterPlan:
+                 hpl: bool = True, iperf: bool = False, pairs: bool = True) -> ClusterPlan:
     """Size every phase from the budget and the smallest node; nothing runs yet. HPL's N here is a
-    first guess from Rpeak: the run sizes it again from what DGEMM measured."""
+    first guess from Rpeak: the run sizes it again from what DGEMM measured. `pairs=False` leaves out
+    the ping-pong between every pair (N(N-1)/2 runs): a check of the nodes alone."""
     check_inventory(inv)
     node = system_from_facts(preflight.facts, local)
     node.nodes = 1
@@ -154,7 +155,10 @@ def plan_cluster(inv: Inventory, preflight: Preflight, local: SystemInfo, budget
             _fill_node_phase(phase, plan, base | _node_params(name, node, per_bench_s))
         if phase.runs:
             plan.phases.append(phase)
-    _plan_pairs(plan, base)
+    if pairs:
+        _plan_pairs(plan, base)
+    else:
+        plan.skipped.append("ping-pong between every pair: --no-pairs")
     if iperf:
         _plan_pairs(plan, base, iperf=True)
     if hpl and hpl_binary:
