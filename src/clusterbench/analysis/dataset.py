@@ -26,6 +26,7 @@ from clusterbench.analysis.identity import JOB_KEYS, IdentityTable, effective_pl
 from clusterbench.analysis.peak import Peak, measured_peaks, run_peak
 from clusterbench.analysis.plausibility import rmax_metrics, suspect_runs
 from clusterbench.analysis.select import Selection, node_count, select_runs  # noqa: F401  (node_count: its home)
+from clusterbench.store import report_reads
 from clusterbench.store.db import Store
 
 
@@ -283,7 +284,7 @@ def _mark_suspect(store: Store, data: Dataset) -> None:
 
 def metric_frame(store: Store, names: set[str] | None, runs: dict[str, dict]) -> pd.DataFrame:
     """The metric rows of these names that belong to these runs, one column at a time."""
-    rows = store.metric_values(names)
+    rows = report_reads.metric_values(store, names)  # the same rows, in one walk when most are wanted
     if not rows:
         return pd.DataFrame(columns=COLUMNS)
     run_id, name, value, unit, higher, labels, valid = (np.array(c, dtype=object) for c in zip(*rows, strict=True))

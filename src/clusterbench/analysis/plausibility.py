@@ -79,7 +79,7 @@ def suspect_runs(runs: dict[str, dict], values: pd.DataFrame,
         if convert is None:
             continue
         best = rows.groupby("run_id", sort=False)["value"].max()
-        for run_id, value in best.items():
+        for run_id, value in zip(best.index.to_numpy(dtype=object).tolist(), best.tolist(), strict=True):
             run = runs.get(run_id)
             if run is None or run_id in out:
                 continue

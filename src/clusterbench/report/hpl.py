@@ -195,7 +195,8 @@ def _percents(values: pd.DataFrame, data: Dataset, options: Options) -> tuple[pd
     percent = pd.Series(float("nan"), index=values.index)
     why: dict = {}
     per_run: dict[str, tuple[float | None, str]] = {}
-    for rid in values[shape.RUN].unique():
+    codes, ids = pd.factorize(values[shape.RUN].to_numpy(dtype=object))  # per run, not per value
+    for rid in ids.tolist():  # a list: a text column's own iteration costs a lookup per element
         run = data.runs[rid]
         nodes = identity.known_node_count(run)
         node = run_node_peak(data, options, run)
@@ -205,7 +206,6 @@ def _percents(values: pd.DataFrame, data: Dataset, options: Options) -> tuple[pd
             per_run[rid] = (None, "peak unknown")
         else:
             per_run[rid] = (node * nodes, "")
-    codes, ids = pd.factorize(values[shape.RUN].to_numpy(dtype=object))  # per run, not per value
     peaks = pd.Series(np.asarray([per_run[r][0] for r in ids], dtype=object)[codes] if len(ids) else [],
                       index=values.index, dtype=object)
     known = peaks.notna()

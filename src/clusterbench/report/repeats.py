@@ -35,7 +35,7 @@ def identities(data: Dataset, run_ids: Iterable[str]) -> pd.DataFrame:
     own = getattr(data, "identity", None)
     if callable(own):
         frame = own()
-        if isinstance(frame, pd.DataFrame) and set(ids) <= set(frame.index):
+        if isinstance(frame, pd.DataFrame) and pd.Index(ids, dtype=object).isin(frame.index).all():
             return frame.reindex(ids)
     hostnames = {sid: (info or {}).get("hostname") for sid, info in data.systems.items()}
     return identity.identity_frame({i: data.runs[i] for i in ids if i in data.runs}, hostnames).reindex(ids)

@@ -19,6 +19,7 @@ from clusterbench.store.curation import decode_notes
 from clusterbench.store.shared_facts import facts_sql
 
 JSON_RUN_COLUMNS = ("params", "env", "launcher", "tags", "facts")
+METRIC_VALUE_COLUMNS = "run_id, name, value, unit, higher_is_better, labels, valid"  # a metric row as read
 RUN_COLUMNS = ("id", "campaign", "benchmark", "params", "repeat", "status", "valid", "reason", "exit_code",
                "started_at", "ended_at", "duration_s", "command", "workdir", "env", "launcher", "system_id",
                "nodes", "tags", "facts", "source", "content_hash")
@@ -275,7 +276,7 @@ class Reads:
     def metric_values(self, names: Iterable[str] | None = None) -> list[sqlite3.Row]:
         """Metric rows (run id, name, value, unit, labels, valid), only these names when given:
         a report reads a few dozen metric names, not every HPCC by-product."""
-        sql, args = "SELECT run_id, name, value, unit, higher_is_better, labels, valid FROM metrics", []
+        sql, args = f"SELECT {METRIC_VALUE_COLUMNS} FROM metrics", []
         if names is not None:
             args = sorted(set(names))
             sql += f" WHERE name IN ({','.join('?' * len(args))})"
