@@ -44,7 +44,7 @@ HPCC_BLOCK = """
 benchmarks:
   - benchmark: hpcc
     # one rank per node: the virtual nodes share this machine's two cores
-    params: {n: 1200, nb: 100, ranks: {expr: nodes}, threads: 1, bind_to: none}
+    params: {n: 600, nb: 100, ranks: {expr: nodes}, threads: 1, bind_to: none}
     space: {nodes: [1, 2]}
 """
 
