@@ -17,13 +17,13 @@ import itertools
 import json
 import math
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clusterbench.bench.base import Benchmark
 from clusterbench.bench.hpl.planner import HPL_N_INPUTS, HPL_N_OPTIONS, hpl_n, hpl_n_problem
 from clusterbench.bench.params import Param
 from clusterbench.bench.registry import benchmark_class
-from clusterbench.campaign.spec import BenchmarkBlock, Campaign, CampaignError, CampaignSource, Location
+from clusterbench.campaign.source import CampaignError, CampaignSource, Location
 from clusterbench.errors import UserInputError
 from clusterbench.execution.request import SETTING_PREFIX, PlannedRun, recorded_params
 from clusterbench.limits import exceeded, limit
@@ -32,6 +32,9 @@ from clusterbench.plan.ranges import is_range, parse_int_values
 from clusterbench.system.discover import SystemInfo
 from clusterbench.system.settings import GROUPS as SETTING_GROUPS
 from clusterbench.system.settings import mpi_env, validate
+
+if TYPE_CHECKING:  # a campaign file's models (pydantic); `bench` expands its one point without them (point.py)
+    from clusterbench.campaign.spec import BenchmarkBlock, Campaign
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, default=str)  # built once: ids are made 100,000s of times
 

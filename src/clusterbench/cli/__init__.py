@@ -103,8 +103,6 @@ def main() -> None:
 
         print(fast_help.text())
         return
-    from rich.markup import escape
-
     from clusterbench import limits
     from clusterbench.errors import UserInputError
 
@@ -123,8 +121,6 @@ def main() -> None:
             register(module)
         else:
             register_all()
-    from clusterbench.cli.shared import err_console
-
     try:
         limits.check_environment()
         if parsed is None:
@@ -134,8 +130,14 @@ def main() -> None:
         else:
             plain.run(parsed)
     except UserInputError as exc:
+        from rich.markup import escape  # rich only to print: `bench --json` does not load it otherwise
+
+        from clusterbench.cli.shared import err_console
+
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
+        from clusterbench.cli.shared import err_console
+
         err_console.print("[yellow]interrupted[/]: finished results are stored; unfinished runs are marked.")
         sys.exit(130)
