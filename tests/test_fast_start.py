@@ -4,6 +4,7 @@ tables. Each shortcut gives what the long way gives."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -88,3 +89,13 @@ def test_bench_json_loads_neither_pydantic_yaml_nor_rich_and_an_error_still_prin
     bad = subprocess.run([sys.executable, "-m", "clusterbench", "bench", "stream", "--timeout", "soon"],
                          capture_output=True, text=True, env=env, timeout=120)
     assert bad.returncode == 2 and bad.stderr.startswith("error: --timeout: invalid duration 'soon'"), bad.stderr
+
+
+def test_the_probe_writes_its_record_as_json_writes_it():
+    from clusterbench.pinning import probe
+
+    record = {"host": "n1", "pid": 12, "rank": None, "env": {"OMP_PLACES": "{0:2}", "X": "é\"\\\n\x01"},
+              "threads": [{"tid": 12, "cpus": {"0": 3}, "history": [["0-1", 2]], "first_seen_s": 0.0}],
+              "seconds": 1e-05, "exit": -9, "ok": True, "no": False, "odd": [float("nan"), float("inf"), -0.0, 10**30],
+              1: "int key", 2.5: "float key", None: "null key", "tuple": (1, 2)}
+    assert probe.dumps(record) == json.dumps(record)
