@@ -103,6 +103,9 @@ def main() -> None:
 
         print(fast_help.text())
         return
+    import gc
+
+    gc.disable()  # during the imports: back on, over what the command makes, once they are done (modules_loaded)
     from clusterbench import limits
     from clusterbench.errors import UserInputError
 
@@ -116,6 +119,7 @@ def main() -> None:
     # the usual `results` and `bench` command lines without typer (cli/plain.py); None: typer reads it
     parsed = plain.parse(sys.argv[1:]) if word in plain.COMMANDS else None
     if parsed is None:
+        gc.enable()  # typer's path as before
         module = COMMANDS.get(word or "")
         if module:
             register(module)

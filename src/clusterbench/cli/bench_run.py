@@ -57,7 +57,10 @@ def _run_points(name: str, runs, info, tags: dict, as_json: bool) -> list:
     `<UTC time>-<benchmark>-<6 hex>` (executor.new_run_id), which never has a campaign run's form
     `<campaign>-<benchmark>-<12 hex>-r<repeat>`, so it cannot take a campaign's run directory; and
     executor.start refuses to replace a directory whose run is finished or still running."""
+    from clusterbench.cli.shared import modules_loaded
     from clusterbench.execution.loop import QuietReporter, run_all  # here: the loop loads the store and benchmarks
+
+    modules_loaded()
 
     class _Spinner(QuietReporter):
         """The run loop's reporter for `bench`: a spinner per run (nothing with --json)."""

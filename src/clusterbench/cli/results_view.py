@@ -33,7 +33,9 @@ def show(run_id: str | None = None, benchmark: str | None = None, campaign: str 
          stat: str | None = None, cv_warn: float = 0.05) -> None:
     """`clusterbench results` with its options parsed (the defaults are the command's)."""
     from clusterbench.analysis.listing import list_runs
+    from clusterbench.cli.shared import modules_loaded
 
+    modules_loaded()
     with open_store(read_only=True) as store:
         if run_id:
             _show_run(store, run_id, fmt)
