@@ -47,9 +47,11 @@ class Listing:
 
 
 def list_runs(store: Store, benchmark: str | None = None, campaign: str | None = None, status: str | None = None,
-              metric: str | None = None, limit: int | None = None, selection: Selection | None = None) -> Listing:
+              metric: str | None = None, limit: int | None = None, selection: Selection | None = None,
+              with_records: bool = True) -> Listing:
     """The newest `limit` runs (None: all) that match the filters and the selection terms, and
-    their metric values as export records."""
+    their metric values as export records (with `with_records=False` none, unless a `metric` is asked
+    for: a table of runs needs none, and making them imports the benchmark registry)."""
     selecting = selection is not None and (selection.terms or selection.conditions)
     rows = store.runs(benchmark=benchmark, campaign=campaign, status=status, limit=None if selecting else limit)
     if not rows and (campaign, benchmark, status) != (None, None, None) and store.run_count():
@@ -66,6 +68,8 @@ def list_runs(store: Store, benchmark: str | None = None, campaign: str | None =
         total = store.count_runs(benchmark=benchmark, campaign=campaign, status=status)
     else:
         total = len(rows)
+    if not with_records and not metric:
+        return Listing(rows, [], total)
     from clusterbench.analysis.applicable import applies
 
     records = []

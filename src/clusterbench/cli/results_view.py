@@ -52,7 +52,8 @@ def show(run_id: str | None = None, benchmark: str | None = None, campaign: str 
             limit = TABLE_LIMIT if fmt == Format.table else 0
         if limit < 0:
             raise UserInputError(f"--limit {limit} is negative", hint="give a number of runs, or 0 for all")
-        listing = list_runs(store, benchmark, campaign, status, metric, limit or None, selection)
+        listing = list_runs(store, benchmark, campaign, status, metric, limit or None, selection,
+                            with_records=fmt != Format.table)
         if fmt == Format.json:
             print(json.dumps(listing.records, indent=2))
         elif fmt == Format.csv:
