@@ -30,8 +30,6 @@ from clusterbench.limits import exceeded, limit
 from clusterbench.plan.expr import Expression, substitute
 from clusterbench.plan.ranges import is_range, parse_int_values
 from clusterbench.system.discover import SystemInfo
-from clusterbench.system.settings import GROUPS as SETTING_GROUPS
-from clusterbench.system.settings import mpi_env, validate
 
 if TYPE_CHECKING:  # a campaign file's models (pydantic); `bench` expands its one point without them (point.py)
     from clusterbench.campaign.spec import BenchmarkBlock, Campaign
@@ -157,6 +155,8 @@ def _expand_block(campaign: Campaign, block: BenchmarkBlock, loc: Location,
             continue
         env = {key: _substitute(ctx, value, scope, key) for key, value in env_spec.items()}
         if settings:
+            from clusterbench.system.settings import mpi_env
+
             env |= mpi_env(settings)
         estimate = cls.estimate_s(point, system)
         if len(runs) + repeats > limit("max_runs"):
@@ -180,6 +180,9 @@ def _settings(ctx: _Block, campaign: Campaign, block: BenchmarkBlock) -> tuple[d
     is written, so a bad one is refused with its line before anything runs."""
     if not (campaign.system or block.system):
         return {}, {}
+    from clusterbench.system.settings import GROUPS as SETTING_GROUPS  # here: only a block with settings needs it
+    from clusterbench.system.settings import validate
+
     fixed: dict[str, str] = {}
     axes: dict[str, list] = {}
     for loc, section in ((("system",), campaign.system), ((*ctx.loc, "system"), block.system)):
@@ -210,6 +213,8 @@ def _settings(ctx: _Block, campaign: Campaign, block: BenchmarkBlock) -> tuple[d
 
 def _flat_settings(ctx: _Block, loc: Location, section: dict) -> Iterator[tuple[str, Any]]:
     """`sysctl: {net.ipv4.tcp_sack: 0}` -> ('sysctl.net.ipv4.tcp_sack', 0); plain keys as they are."""
+    from clusterbench.system.settings import GROUPS as SETTING_GROUPS
+
     for key, value in section.items():
         if key in SETTING_GROUPS:
             if not isinstance(value, dict):
