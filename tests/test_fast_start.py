@@ -108,3 +108,26 @@ def test_the_sampler_writes_its_lines_as_json_writes_them():
               "temp_c": {"acpitz/temp1 (é)": 41.0}, "vcgencmd": None, "error": 'bad "x"\n',
               "odd": [float("nan"), float("inf"), -float("inf"), -0.0, 10**30], "ok": True, "no": False, 1: "int key"}
     assert sampler.dumps(sample) == json.dumps(sample, separators=(",", ":"))
+
+
+def test_kernel_sources_are_where_importlib_resources_finds_them():
+    from importlib import resources
+    from pathlib import Path
+
+    from clusterbench.native import build
+
+    folder = resources.files("clusterbench.native") / "src"
+    kernels = sorted(p.name[:-2] for p in Path(str(folder)).iterdir() if p.name.endswith(".c"))
+    assert kernels
+    for kernel in kernels:
+        assert build.source_path(kernel) == Path(str(folder / f"{kernel}.c"))
+
+
+def test_is_local_answers_as_the_four_names_do():
+    import socket
+
+    from clusterbench.launch.hosts import is_local
+
+    names = ["localhost", "127.0.0.1", socket.gethostname(), socket.getfqdn(), "node-that-is-not-here", ""]
+    for name in names:
+        assert is_local(name) == (name in ("localhost", "127.0.0.1", socket.gethostname(), socket.getfqdn()))
