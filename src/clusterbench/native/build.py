@@ -24,7 +24,7 @@ from pathlib import Path
 from clusterbench.build import cache
 from clusterbench.build.cache import BuildError  # raised here, and imported from here by callers
 from clusterbench.errors import MissingToolError, UserInputError
-from clusterbench.system.mpi import mpi_stack
+from clusterbench.system.mpi import mpi_stack, tool_answer
 
 DEFAULT_CFLAGS = "-O3 -march=native"
 
@@ -82,11 +82,8 @@ def find_compiler(mpi: bool, mpi_choice: str | None = None) -> str:
 
 
 def _output(cmd: list[str]) -> str:
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return (done.stdout + done.stderr).strip()
+    answer = tool_answer(tuple(cmd), 30)  # asked once per process: discovery asks the same
+    return "" if answer is None else (answer[1] + answer[2]).strip()
 
 
 @lru_cache(maxsize=8)  # asked for every run of a campaign; the compiler does not change meanwhile
