@@ -20,19 +20,21 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from clusterbench.bench.base import Benchmark
-from clusterbench.bench.hpl.planner import HPL_N_INPUTS, HPL_N_OPTIONS, hpl_n, hpl_n_problem
 from clusterbench.bench.params import Param
 from clusterbench.bench.registry import benchmark_class
 from clusterbench.campaign.source import CampaignError, CampaignSource, Location
 from clusterbench.errors import UserInputError
 from clusterbench.execution.request import SETTING_PREFIX, PlannedRun, recorded_params
 from clusterbench.limits import exceeded, limit
-from clusterbench.plan.expr import Expression, substitute
 from clusterbench.plan.ranges import is_range, parse_int_values
 from clusterbench.system.discover import SystemInfo
 
 if TYPE_CHECKING:  # a campaign file's models (pydantic); `bench` expands its one point without them (point.py)
     from clusterbench.campaign.spec import BenchmarkBlock, Campaign
+    from clusterbench.plan.expr import Expression
+
+# Imported where a block uses them (a derived value, a constraint, an env template): HPL's planner and
+# the expression parser cost ~15 ms at every start of a point that has none.
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, default=str)  # built once: ids are made 100,000s of times
 
@@ -250,6 +252,8 @@ def _split_params(ctx: _Block, params: dict) -> tuple[dict, dict]:
         if isinstance(raw, dict) and raw.keys() == {"expr"}:
             derived[name] = _expression(ctx, raw["expr"], "params", name, "expr")
         elif isinstance(raw, dict) and raw.keys() == {"hpl_n"}:
+            from clusterbench.bench.hpl.planner import HPL_N_OPTIONS, hpl_n_problem
+
             opts = raw["hpl_n"] or {}
             if not isinstance(opts, dict):
                 raise ctx.error("hpl_n takes a mapping of options", "params", name, "hpl_n")
@@ -273,6 +277,8 @@ def _split_params(ctx: _Block, params: dict) -> tuple[dict, dict]:
 
 
 def _expression(ctx: _Block, text: Any, *where: str | int) -> Expression:
+    from clusterbench.plan.expr import Expression
+
     if not isinstance(text, str):
         raise ctx.error("an expression must be a string", *where)
     try:
@@ -283,6 +289,11 @@ def _expression(ctx: _Block, text: Any, *where: str | int) -> Expression:
 
 def _derivation_order(ctx: _Block, derived: dict, known: set[str]) -> list[str]:
     """Derived parameters in an order where each one's inputs come first (cycles refused)."""
+    if not derived:
+        return []
+    from clusterbench.bench.hpl.planner import HPL_N_INPUTS
+    from clusterbench.plan.expr import Expression
+
     deps = {name: (set(spec.names) if isinstance(spec, Expression) else HPL_N_INPUTS) & set(derived)
             for name, spec in derived.items()}
     order: list[str] = []
@@ -299,6 +310,9 @@ def _derivation_order(ctx: _Block, derived: dict, known: set[str]) -> list[str]:
 
 
 def _derive(ctx: _Block, name: str, spec: Any, scope: dict, system: SystemInfo) -> Any:
+    from clusterbench.bench.hpl.planner import hpl_n
+    from clusterbench.plan.expr import Expression
+
     where = ("params", name)
     try:
         if isinstance(spec, Expression):
@@ -358,6 +372,8 @@ def _holds(ctx: _Block, where: list[tuple[int, Expression]], scope: dict) -> boo
 
 
 def _substitute(ctx: _Block, value: str, scope: dict, key: str) -> str:
+    from clusterbench.plan.expr import substitute
+
     try:
         return substitute(value, scope)
     except UserInputError as exc:
