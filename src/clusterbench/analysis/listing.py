@@ -11,7 +11,6 @@ usual cause.
 
 from __future__ import annotations
 
-import difflib
 import json
 import sqlite3
 from dataclasses import dataclass
@@ -253,6 +252,8 @@ def no_match(store: Store, **filters: str | None) -> UserInputError:
 
 def suggest(value: str, known: list[str], what: str, most: int = 20) -> str:
     """'did you mean ...' for close names, else the first `most` of them."""
+    import difflib  # here: only a listing that matched nothing asks
+
     close = difflib.get_close_matches(value, known, n=5, cutoff=0.6)
     if close:
         return f"did you mean {' or '.join(repr(c) for c in close)}? ({len(known)} {what.split()[-1]} in all)"
