@@ -11,7 +11,6 @@ usual cause.
 
 from __future__ import annotations
 
-import difflib
 import json
 import sqlite3
 from dataclasses import dataclass
@@ -47,9 +46,11 @@ class Listing:
 
 
 def list_runs(store: Store, benchmark: str | None = None, campaign: str | None = None, status: str | None = None,
-              metric: str | None = None, limit: int | None = None, selection: Selection | None = None) -> Listing:
+              metric: str | None = None, limit: int | None = None, selection: Selection | None = None,
+              with_records: bool = True) -> Listing:
     """The newest `limit` runs (None: all) that match the filters and the selection terms, and
-    their metric values as export records."""
+    their metric values as export records (with `with_records=False` none, unless a `metric` is asked
+    for: a table of runs needs none, and making them imports the benchmark registry)."""
     selecting = selection is not None and (selection.terms or selection.conditions)
     rows = store.runs(benchmark=benchmark, campaign=campaign, status=status, limit=None if selecting else limit)
     if not rows and (campaign, benchmark, status) != (None, None, None) and store.run_count():
@@ -66,6 +67,8 @@ def list_runs(store: Store, benchmark: str | None = None, campaign: str | None =
         total = store.count_runs(benchmark=benchmark, campaign=campaign, status=status)
     else:
         total = len(rows)
+    if not with_records and not metric:
+        return Listing(rows, [], total)
     from clusterbench.analysis.applicable import applies
 
     records = []
@@ -249,6 +252,8 @@ def no_match(store: Store, **filters: str | None) -> UserInputError:
 
 def suggest(value: str, known: list[str], what: str, most: int = 20) -> str:
     """'did you mean ...' for close names, else the first `most` of them."""
+    import difflib  # here: only a listing that matched nothing asks
+
     close = difflib.get_close_matches(value, known, n=5, cutoff=0.6)
     if close:
         return f"did you mean {' or '.join(repr(c) for c in close)}? ({len(known)} {what.split()[-1]} in all)"

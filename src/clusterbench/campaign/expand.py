@@ -17,21 +17,24 @@ import itertools
 import json
 import math
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clusterbench.bench.base import Benchmark
-from clusterbench.bench.hpl.planner import HPL_N_INPUTS, HPL_N_OPTIONS, hpl_n, hpl_n_problem
 from clusterbench.bench.params import Param
 from clusterbench.bench.registry import benchmark_class
-from clusterbench.campaign.spec import BenchmarkBlock, Campaign, CampaignError, CampaignSource, Location
+from clusterbench.campaign.source import CampaignError, CampaignSource, Location
 from clusterbench.errors import UserInputError
 from clusterbench.execution.request import SETTING_PREFIX, PlannedRun, recorded_params
 from clusterbench.limits import exceeded, limit
-from clusterbench.plan.expr import Expression, substitute
 from clusterbench.plan.ranges import is_range, parse_int_values
 from clusterbench.system.discover import SystemInfo
-from clusterbench.system.settings import GROUPS as SETTING_GROUPS
-from clusterbench.system.settings import mpi_env, validate
+
+if TYPE_CHECKING:  # a campaign file's models (pydantic); `bench` expands its one point without them (point.py)
+    from clusterbench.campaign.spec import BenchmarkBlock, Campaign
+    from clusterbench.plan.expr import Expression
+
+# Imported where a block uses them (a derived value, a constraint, an env template): HPL's planner and
+# the expression parser cost ~15 ms at every start of a point that has none.
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, default=str)  # built once: ids are made 100,000s of times
 
@@ -154,6 +157,8 @@ def _expand_block(campaign: Campaign, block: BenchmarkBlock, loc: Location,
             continue
         env = {key: _substitute(ctx, value, scope, key) for key, value in env_spec.items()}
         if settings:
+            from clusterbench.system.settings import mpi_env
+
             env |= mpi_env(settings)
         estimate = cls.estimate_s(point, system)
         if len(runs) + repeats > limit("max_runs"):
@@ -177,6 +182,9 @@ def _settings(ctx: _Block, campaign: Campaign, block: BenchmarkBlock) -> tuple[d
     is written, so a bad one is refused with its line before anything runs."""
     if not (campaign.system or block.system):
         return {}, {}
+    from clusterbench.system.settings import GROUPS as SETTING_GROUPS  # here: only a block with settings needs it
+    from clusterbench.system.settings import validate
+
     fixed: dict[str, str] = {}
     axes: dict[str, list] = {}
     for loc, section in ((("system",), campaign.system), ((*ctx.loc, "system"), block.system)):
@@ -207,6 +215,8 @@ def _settings(ctx: _Block, campaign: Campaign, block: BenchmarkBlock) -> tuple[d
 
 def _flat_settings(ctx: _Block, loc: Location, section: dict) -> Iterator[tuple[str, Any]]:
     """`sysctl: {net.ipv4.tcp_sack: 0}` -> ('sysctl.net.ipv4.tcp_sack', 0); plain keys as they are."""
+    from clusterbench.system.settings import GROUPS as SETTING_GROUPS
+
     for key, value in section.items():
         if key in SETTING_GROUPS:
             if not isinstance(value, dict):
@@ -242,6 +252,8 @@ def _split_params(ctx: _Block, params: dict) -> tuple[dict, dict]:
         if isinstance(raw, dict) and raw.keys() == {"expr"}:
             derived[name] = _expression(ctx, raw["expr"], "params", name, "expr")
         elif isinstance(raw, dict) and raw.keys() == {"hpl_n"}:
+            from clusterbench.bench.hpl.planner import HPL_N_OPTIONS, hpl_n_problem
+
             opts = raw["hpl_n"] or {}
             if not isinstance(opts, dict):
                 raise ctx.error("hpl_n takes a mapping of options", "params", name, "hpl_n")
@@ -265,6 +277,8 @@ def _split_params(ctx: _Block, params: dict) -> tuple[dict, dict]:
 
 
 def _expression(ctx: _Block, text: Any, *where: str | int) -> Expression:
+    from clusterbench.plan.expr import Expression
+
     if not isinstance(text, str):
         raise ctx.error("an expression must be a string", *where)
     try:
@@ -275,6 +289,11 @@ def _expression(ctx: _Block, text: Any, *where: str | int) -> Expression:
 
 def _derivation_order(ctx: _Block, derived: dict, known: set[str]) -> list[str]:
     """Derived parameters in an order where each one's inputs come first (cycles refused)."""
+    if not derived:
+        return []
+    from clusterbench.bench.hpl.planner import HPL_N_INPUTS
+    from clusterbench.plan.expr import Expression
+
     deps = {name: (set(spec.names) if isinstance(spec, Expression) else HPL_N_INPUTS) & set(derived)
             for name, spec in derived.items()}
     order: list[str] = []
@@ -291,6 +310,9 @@ def _derivation_order(ctx: _Block, derived: dict, known: set[str]) -> list[str]:
 
 
 def _derive(ctx: _Block, name: str, spec: Any, scope: dict, system: SystemInfo) -> Any:
+    from clusterbench.bench.hpl.planner import hpl_n
+    from clusterbench.plan.expr import Expression
+
     where = ("params", name)
     try:
         if isinstance(spec, Expression):
@@ -350,6 +372,8 @@ def _holds(ctx: _Block, where: list[tuple[int, Expression]], scope: dict) -> boo
 
 
 def _substitute(ctx: _Block, value: str, scope: dict, key: str) -> str:
+    from clusterbench.plan.expr import substitute
+
     try:
         return substitute(value, scope)
     except UserInputError as exc:

@@ -29,12 +29,16 @@ from pydantic import (
     field_validator,
 )
 
+from clusterbench.campaign.source import (  # noqa: F401 - re-exported: they were defined here
+    CampaignError,
+    CampaignSource,
+    Location,
+    Scalar,
+    _dotted,
+)
+from clusterbench.campaign.source import duration_s as _duration
 from clusterbench.errors import UserInputError
 from clusterbench.limits import exceeded, limit
-from clusterbench.units import parse_duration
-
-Scalar = str | int | float | bool
-Location = tuple[str | int, ...]
 
 _VALUE_SCHEMA = {
     "description": "a value; or a derived value {expr: '...'} or {hpl_n: {fraction: 0.8}}",
@@ -58,18 +62,6 @@ _SPACE_SCHEMA = {
 }
 ParamValue = Annotated[Any, WithJsonSchema(_VALUE_SCHEMA)]
 SpaceValue = Annotated[Any, WithJsonSchema(_SPACE_SCHEMA)]
-def _duration(value: str | int | float | None) -> float | None:
-    if value is None:
-        return None
-    try:
-        seconds = parse_duration(value) if isinstance(value, str) else float(value)
-    except UserInputError as exc:  # pydantic reports ValueErrors with their location
-        raise ValueError(f"{exc.message}; write seconds or 90s, 10m, 2h") from None
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise ValueError("must be a positive, finite duration")
-    return seconds
-
-
 def _checked_duration(value: str | int | float) -> str | int | float:
     """Validated where written (file:line:field), kept as written (the campaign's own text)."""
     _duration(value)
@@ -295,43 +287,6 @@ class Campaign(_Timed):
     system: SystemSettings = Field(default_factory=dict, description=_SYSTEM_HELP + " (every block)")
     cluster: ClusterSection = Field(default_factory=ClusterSection, description="where the runs go")
     benchmarks: list[BenchmarkBlock] = Field(min_length=1)
-
-
-class CampaignError(UserInputError):
-    """A campaign problem located in its file: `file:line: field: message`."""
-
-    def __init__(self, message: str, source: CampaignSource | None, loc: Location = (), hint: str | None = None):
-        field = _dotted(loc)
-        where = source.where(loc) if source else None
-        super().__init__(f"{field}: {message}" if field else message, hint=hint, where=where)
-        self.loc = loc
-
-
-class CampaignSource:
-    """The file a campaign came from and the line of every key and list item in it."""
-
-    def __init__(self, path: str, lines: dict[Location, int]):
-        self.path = path
-        self.lines = lines
-
-    def line(self, loc: Location) -> int | None:
-        loc = tuple(loc)
-        while loc:
-            if loc in self.lines:
-                return self.lines[loc]
-            loc = loc[:-1]
-        return self.lines.get(())
-
-    def where(self, loc: Location) -> str:
-        line = self.line(loc)
-        return f"{self.path}:{line}" if line else self.path
-
-
-def _dotted(loc: Location) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
 
 
 def load_campaign(path: str | Path) -> tuple[Campaign, CampaignSource]:

@@ -103,8 +103,9 @@ def main() -> None:
 
         print(fast_help.text())
         return
-    from rich.markup import escape
+    import gc
 
+    gc.disable()  # during the imports: back on, over what the command makes, once they are done (modules_loaded)
     from clusterbench import limits
     from clusterbench.errors import UserInputError
 
@@ -118,13 +119,12 @@ def main() -> None:
     # the usual `results` and `bench` command lines without typer (cli/plain.py); None: typer reads it
     parsed = plain.parse(sys.argv[1:]) if word in plain.COMMANDS else None
     if parsed is None:
+        gc.enable()  # typer's path as before
         module = COMMANDS.get(word or "")
         if module:
             register(module)
         else:
             register_all()
-    from clusterbench.cli.shared import err_console
-
     try:
         limits.check_environment()
         if parsed is None:
@@ -134,8 +134,14 @@ def main() -> None:
         else:
             plain.run(parsed)
     except UserInputError as exc:
+        from rich.markup import escape  # rich only to print: `bench --json` does not load it otherwise
+
+        from clusterbench.cli.shared import err_console
+
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
+        from clusterbench.cli.shared import err_console
+
         err_console.print("[yellow]interrupted[/]: finished results are stored; unfinished runs are marked.")
         sys.exit(130)

@@ -1,37 +1,34 @@
 """What `clusterbench bench NAME -p key=value` does: expand the point, run it (or its repeats), store
 and print it. Typer-free, so that cli/plain.py can run it without importing typer; cli/bench_cmd.py
-declares the command's options for typer and calls `run`.
+declares the command's options for typer and calls `run`. Rich is imported only to print (the
+spinner, the tables): `bench --json`, what a tuner runs, never loads it.
 """
 
 
 import json
 import sys
 
-from rich.markup import escape
-from rich.table import Table
-
-from clusterbench.cli.shared import console, err_console, open_store, parse_assignments
+from clusterbench.cli.shared import open_store, parse_assignments
 
 
 def run(name: str, param: list[str] | None = None, repeats: int = 1, timeout: str | None = None,
         tag: list[str] | None = None, as_json: bool = False) -> None:
     """`clusterbench bench` with its options parsed (the defaults are the command's)."""
     from clusterbench.campaign.expand import expand
-    from clusterbench.campaign.spec import BenchmarkBlock, Campaign, CampaignError
+    from clusterbench.campaign.point import one_point  # the point without the campaign file's pydantic models
+    from clusterbench.campaign.source import CampaignError
     from clusterbench.cli.ahead import discovered
     from clusterbench.errors import UserInputError
     from clusterbench.execution.executor import prefetch_state
 
     params = parse_assignments(param or [])
+    campaign = one_point(name, params, timeout, repeats)  # a bad --timeout is refused before discovery is awaited
     info = discovered()  # started with the command (cli/ahead.py)
     try:
-        block = BenchmarkBlock(benchmark=name, params=params, timeout=timeout, repeats=repeats)
-        runs = expand(Campaign(name="bench", benchmarks=[block]), None, info)
+        runs = expand(campaign, None, info)
     except CampaignError as exc:  # "benchmarks[0].params.n: ..." -> "-p n: ..."
         text = exc.message.replace("benchmarks[0].params.", "-p ").replace("benchmarks[0].", "")
         raise UserInputError(text, hint=exc.hint) from None
-    except ValueError as exc:  # pydantic: a bad --timeout
-        raise UserInputError(f"--timeout: {exc.errors()[0]['msg'] if hasattr(exc, 'errors') else exc}") from None
     tags = parse_assignments(tag or [], "--tag", "system=pi4-cluster")
     # this machine's state, read while the store opens and the run is set up; only once the input is
     # known good, since the read may compile its clock kernel and bad input must build nothing
@@ -60,7 +57,10 @@ def _run_points(name: str, runs, info, tags: dict, as_json: bool) -> list:
     `<UTC time>-<benchmark>-<6 hex>` (executor.new_run_id), which never has a campaign run's form
     `<campaign>-<benchmark>-<12 hex>-r<repeat>`, so it cannot take a campaign's run directory; and
     executor.start refuses to replace a directory whose run is finished or still running."""
+    from clusterbench.cli.shared import modules_loaded
     from clusterbench.execution.loop import QuietReporter, run_all  # here: the loop loads the store and benchmarks
+
+    modules_loaded()
 
     class _Spinner(QuietReporter):
         """The run loop's reporter for `bench`: a spinner per run (nothing with --json)."""
@@ -70,6 +70,8 @@ def _run_points(name: str, runs, info, tags: dict, as_json: bool) -> list:
 
         def run_started(self, run) -> None:
             if not self.quiet:
+                from clusterbench.cli.shared import console
+
                 self.status = console.status(f"{self.name} r{run.repeat}", spinner="dots")
                 self.status.start()
 
@@ -85,12 +87,19 @@ def _run_points(name: str, runs, info, tags: dict, as_json: bool) -> list:
         except KeyboardInterrupt:
             if spinner.status:
                 spinner.status.stop()
+            from clusterbench.cli.shared import err_console
+
             err_console.print("[yellow]interrupted[/]: the run in flight is stored as interrupted")
             sys.exit(130)
 
 
 def print_metrics(result) -> None:
     """Scalar metrics in one table; metrics per message size side by side in another."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from clusterbench.cli.shared import console
+
     style = "green" if result.status == "ok" else "red"
     console.print(f"[bold]{escape(result.id)}[/] [{style}]{result.status}[/] in {result.duration_s:.1f} s"
                   + (f": {escape(result.reason)}" if result.reason else ""))

@@ -33,7 +33,9 @@ def show(run_id: str | None = None, benchmark: str | None = None, campaign: str 
          stat: str | None = None, cv_warn: float = 0.05) -> None:
     """`clusterbench results` with its options parsed (the defaults are the command's)."""
     from clusterbench.analysis.listing import list_runs
+    from clusterbench.cli.shared import modules_loaded
 
+    modules_loaded()
     with open_store(read_only=True) as store:
         if run_id:
             _show_run(store, run_id, fmt)
@@ -50,7 +52,8 @@ def show(run_id: str | None = None, benchmark: str | None = None, campaign: str 
             limit = TABLE_LIMIT if fmt == Format.table else 0
         if limit < 0:
             raise UserInputError(f"--limit {limit} is negative", hint="give a number of runs, or 0 for all")
-        listing = list_runs(store, benchmark, campaign, status, metric, limit or None, selection)
+        listing = list_runs(store, benchmark, campaign, status, metric, limit or None, selection,
+                            with_records=fmt != Format.table)
         if fmt == Format.json:
             print(json.dumps(listing.records, indent=2))
         elif fmt == Format.csv:

@@ -20,7 +20,6 @@ import shlex
 import shutil
 import sqlite3
 import time
-import uuid
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -41,7 +40,6 @@ from clusterbench.launch.spec import Launch
 from clusterbench.store.db import Store
 from clusterbench.store.records import RunRecord, relevant_env
 from clusterbench.system import power
-from clusterbench.system.settings import machine_keys
 
 if TYPE_CHECKING:  # imported where used: a run that loads no BLAS and changes no setting needs neither
     from clusterbench.launch.libtrace import LoadedLibraries
@@ -71,7 +69,7 @@ class RunResult:
 def new_run_id(benchmark: str) -> str:
     """Time-ordered and unique: 20261122-031501-hpcc-1a2b3c."""
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    return f"{stamp}-{benchmark}-{uuid.uuid4().hex[:6]}"
+    return f"{stamp}-{benchmark}-{os.urandom(3).hex()}"  # as random as uuid4's first 6 hex digits
 
 
 @dataclass
@@ -195,7 +193,7 @@ def execute(store: Store, request: RunRequest,
     run = start(store, request)
     hosts = observe.run_hosts(run.site, run.launch)
     with ExitStack() as restore_after:
-        if machine_keys(request.settings):
+        if changes_nodes(request.settings):
             from clusterbench.execution import settings
 
             observe.discard_prefetch()  # the state is read after the settings are applied
@@ -241,6 +239,16 @@ def _execute(store: Store, request: RunRequest, run: Started, hosts: list[str],
     if node_state is not None:
         observed.facts["state"] = node_state
     return finish(store, run, proc, request.timeout_s, power_reading=reading, observed=observed)
+
+
+def changes_nodes(settings: dict[str, str]) -> bool:
+    """Whether `system:` settings change the nodes (system.settings.machine_keys); imported only for a
+    run that has settings (its allow-list costs ~10 ms at every start)."""
+    if not settings:
+        return False
+    from clusterbench.system.settings import machine_keys
+
+    return bool(machine_keys(settings))
 
 
 def journal_dir(store: Store) -> Path:

@@ -18,12 +18,11 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from clusterbench.errors import UserInputError
-from clusterbench.execution.executor import RunRequest, RunResult, execute, prefetch_state
+from clusterbench.execution.executor import RunRequest, RunResult, changes_nodes, execute, prefetch_state
 from clusterbench.execution.request import PlannedRun
 from clusterbench.launch.process import signals_as_interrupt
 from clusterbench.launch.site import LOCAL, Site
 from clusterbench.store.db import Store
-from clusterbench.system.settings import machine_keys
 
 
 class Reporter(Protocol):
@@ -133,7 +132,7 @@ def run_all(store: Store, runs: list[PlannedRun], reporter: Reporter, *, site: S
                 if wait > 0:
                     reporter.waiting(wait, f"--spread: repeat {run.repeat + 1} of {spread.rounds}")
                     time.sleep(wait)
-            if not machine_keys(run.settings):  # the state read overlaps making the run (execute takes it)
+            if not changes_nodes(run.settings):  # the state read overlaps making the run (execute takes it)
                 prefetch_state(site, run.env)
             try:
                 bench = run.bench_class().from_point(run.params)

@@ -33,7 +33,8 @@ def wrapped(launch: Launch, workdir: Path) -> Launch:
     """`launch` with each rank started through the probe (a launch without placement is unchanged)."""
     if launch.placement is None:
         return launch
-    program = (sys.executable, "-I", "-S", str(PROBE), str(workdir / PROBE_DIR), "--", *launch.program)
+    program = (sys.executable, "-I", "-S", "-c", probe.LOADER, str(PROBE), str(workdir / PROBE_DIR), "--",
+               *launch.program)
     return dataclasses.replace(launch, program=program)
 
 

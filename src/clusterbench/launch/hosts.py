@@ -212,7 +212,8 @@ def _unique(hosts: list[Host], source: str) -> list[Host]:
 
 def is_local(name: str) -> bool:
     """Is `name` this machine (run directly, not over ssh)?"""
-    return name in ("localhost", "127.0.0.1", socket.gethostname(), socket.getfqdn())
+    # in this order: the name every run on this machine has is answered without a DNS lookup (getfqdn)
+    return name in ("localhost", "127.0.0.1") or name == socket.gethostname() or name == socket.getfqdn()
 
 
 def render_hostfile(hosts: list[Host], slots: int, implementation: str = "Open MPI") -> str:

@@ -16,7 +16,6 @@ import shlex
 import subprocess
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from clusterbench.errors import EnvironmentProblem
@@ -72,6 +71,10 @@ def run_everywhere(hosts: list[str], command: str, timeout_s: float = 30.0, fano
         if on_answer:
             on_answer(answer)
         return answer
+
+    if len(hosts) == 1:  # this machine's state before every run: no pool (concurrent.futures loads logging)
+        return [one(hosts[0])]
+    from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=min(fanout, len(hosts))) as pool:
         return list(pool.map(one, hosts))
@@ -166,6 +169,8 @@ class NodeCopies:
         folder = shlex.quote(self.folder)  # ours alone: another user's folder of that name is refused
         command = (f"mkdir -p {folder} && {{ [ -O {folder} ] || {{ echo 'not owned by this user: '{folder} >&2; "
                    f"exit 1; }}; }} && chmod 700 {folder} && tar -C {folder} -xf -")
+        from concurrent.futures import ThreadPoolExecutor
+
         with ThreadPoolExecutor(max_workers=min(64, len(hosts)) or 1) as pool:
             answers = list(pool.map(lambda h: _feed(h, command, data), hosts))
         failed = [a for a in answers if not a.ok]

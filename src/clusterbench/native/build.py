@@ -19,13 +19,12 @@ import shutil
 import subprocess
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 
 from clusterbench.build import cache
 from clusterbench.build.cache import BuildError  # raised here, and imported from here by callers
 from clusterbench.errors import MissingToolError, UserInputError
-from clusterbench.system.mpi import mpi_stack
+from clusterbench.system.mpi import mpi_stack, tool_answer
 
 DEFAULT_CFLAGS = "-O3 -march=native"
 
@@ -39,8 +38,15 @@ class Build:
     rebuilt: bool
 
 
+_SOURCES = Path(__file__).parent / "src"  # what importlib.resources.files("clusterbench.native") / "src" is
+
+
 def source_path(kernel: str) -> Path:
-    path = Path(str(resources.files("clusterbench.native") / "src" / f"{kernel}.c"))
+    path = _SOURCES / f"{kernel}.c"
+    if not path.is_file():  # the package is not a folder (a zip): ask importlib.resources (~10 ms of imports)
+        from importlib import resources
+
+        path = Path(str(resources.files("clusterbench.native") / "src" / f"{kernel}.c"))
     if not path.is_file():
         raise UserInputError(f"no native kernel named {kernel!r}")
     return path
@@ -76,11 +82,8 @@ def find_compiler(mpi: bool, mpi_choice: str | None = None) -> str:
 
 
 def _output(cmd: list[str]) -> str:
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return (done.stdout + done.stderr).strip()
+    answer = tool_answer(tuple(cmd), 30)  # asked once per process: discovery asks the same
+    return "" if answer is None else (answer[1] + answer[2]).strip()
 
 
 @lru_cache(maxsize=8)  # asked for every run of a campaign; the compiler does not change meanwhile

@@ -20,15 +20,20 @@ as the rank. The probe
   read from sysfs, so the prediction can be made for the node the rank really ran on.
 
 Standard library only and no clusterbench import: it runs on compute nodes where only the Python that
-started clusterbench is reachable, and its start-up (about 15 ms) is paid once per rank. Its sampling
-costs a few file reads per thread every 100 ms, on the rank's own CPUs.
+started clusterbench is reachable, and its start-up (about 15 ms) is paid once per rank, before the
+program starts and on the rank's CPUs: so it imports no more than it must (the record is written
+without the json module, whose regular expressions cost as much again; `LOADER` starts it from its
+cached bytecode). Its sampling costs a few file reads per thread every 100 ms, on the rank's own CPUs.
 """
 
-import json
 import os
-import signal
 import sys
 import time
+
+try:  # the C module signal.py wraps: the same functions and numbers, without importing enum (~7 ms a rank)
+    import _signal as signal
+except ImportError:  # another Python than CPython
+    import signal
 
 SCHEDULE_S = (0.0, 0.01, 0.02, 0.05, 0.1)  # then every PERIOD_S
 PERIOD_S = 0.1
@@ -41,6 +46,11 @@ KEPT_ENV = ("OMP_NUM_THREADS", "OMP_PLACES", "OMP_PROC_BIND", "GOMP_CPU_AFFINITY
 FORWARDED = ("SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGCONT")
 PR_SET_PDEATHSIG = 1
 OPENMP_RUNTIMES = ("libgomp.so", "libomp.so", "libiomp5.so")  # GCC, LLVM, Intel: who reads OMP_PLACES
+# `python -I -S -c LOADER PROBE_PATH OUTDIR -- PROGRAM ...` runs this file imported from its folder, so from
+# the bytecode cached there, not compiled at every start as a script is; its path stays an argument of
+# its own (a node's copy of it replaces it in the command line as the script's path did)
+LOADER = ("import sys; d, _, f = sys.argv.pop(1).rpartition('/'); sys.path.insert(0, d or '.'); "
+          "sys.exit(__import__(f.removesuffix('.py')).main(sys.argv))")
 
 
 def cpulist(cpus) -> str:
@@ -237,10 +247,52 @@ def write_record(outdir: str, record: dict) -> None:
     try:
         os.makedirs(outdir, exist_ok=True)
         with open(tmp, "w") as f:
-            json.dump(record, f)
+            f.write(dumps(record))
         os.replace(tmp, path)
     except OSError as exc:  # the run goes on; its placement is then reported as unobserved
         sys.stderr.write(f"clusterbench probe: cannot write {path}: {exc}\n")
+
+
+def dumps(value) -> str:
+    """`value` (dicts, lists, text, numbers, None) as JSON, as json.dumps writes it (ASCII, NaN and
+    Infinity as json writes them), without importing json."""
+    if isinstance(value, str):
+        return _quoted(value)
+    if value is None:
+        return "null"
+    if value is True or value is False:
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return int.__repr__(value)
+    if isinstance(value, float):
+        if value != value:
+            return "NaN"
+        if value in (float("inf"), float("-inf")):
+            return "Infinity" if value > 0 else "-Infinity"
+        return float.__repr__(value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_quoted(_key(k))}: {dumps(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(dumps(v) for v in value) + "]"
+    raise TypeError(f"not JSON: {type(value).__name__}")
+
+
+def _key(key) -> str:
+    if isinstance(key, str):
+        return key
+    if key is None or isinstance(key, bool | int | float):
+        return dumps(key)
+    raise TypeError(f"not a JSON key: {type(key).__name__}")
+
+
+def _quoted(text: str) -> str:
+    try:
+        from _json import encode_basestring_ascii  # json's own C escaper, without json's imports
+    except ImportError:  # a Python built without it
+        import json
+
+        return json.dumps(text)
+    return encode_basestring_ascii(text)
 
 
 def main(argv: list[str]) -> int:

@@ -8,7 +8,6 @@ thousand runs costs one copy. Reading a blob back checks it against its recorded
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 import zlib
 from dataclasses import dataclass
@@ -32,6 +31,8 @@ class ArtifactFile:
 
 
 def _read_artifact(path: Path) -> ArtifactFile:
+    import hashlib  # here: OpenSSL's start costs ~5 ms of every command that opens the store only to read it
+
     data = path.read_bytes()
     kept = data if len(data) <= MAX_BLOB_BYTES else None
     return ArtifactFile(path.name, str(path.resolve()), hashlib.sha256(data).hexdigest(), len(data), kept,
@@ -83,6 +84,8 @@ def unpack(codec: str | None, content, size: int, sha256: str, base: bytes | Non
         raise BlobDamaged(f"unknown codec {codec!r}")
     if len(data) != size:
         raise BlobDamaged(f"{len(data)} bytes where {size} were stored")
+    import hashlib
+
     if hashlib.sha256(data).hexdigest() != sha256:
         raise BlobDamaged("its SHA-256 differs from the one recorded when it was stored")
     return data

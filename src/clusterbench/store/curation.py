@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import sqlite3
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -173,6 +172,8 @@ class Curation:
                 c.execute("DROP INDEX IF EXISTS artifacts_sha256_delete")
             if dirs:
                 dirs = self._unshared(c, dirs, done)
+        import shutil  # here: with bz2 and lzma, ~5 ms of every command that opens the store
+
         for folder in dict.fromkeys(resolved for _named, resolved in dirs):
             size = _tree_size(folder)
             try:

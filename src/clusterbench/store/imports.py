@@ -6,7 +6,6 @@ The Store inherits these methods (class Imports); `store.importer` reads the fil
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 from collections.abc import Iterable
 
@@ -81,6 +80,8 @@ class Imports:
         """SHA-256 of an artifact; the N results of one imported file pass the same bytes object N
         times, hashed once (the reference held keeps the object, so identity cannot be reused)."""
         if self._last_digest is None or self._last_digest[0] is not data:
+            import hashlib  # here: OpenSSL's start costs ~5 ms of every command that only reads the store
+
             self._last_digest = (data, hashlib.sha256(data).hexdigest())
         return self._last_digest[1]
 

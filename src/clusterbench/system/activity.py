@@ -59,7 +59,8 @@ def local_sampler_argv(interval_s: float = 1.0, max_seconds: float = 86400) -> l
     sampler.py from its folder instead of compiling SOURCE: it starts from the bytecode cached when
     clusterbench imported it, not compiling 500 lines on a core the run's processes are starting on."""
     argv = sampler_argv(interval_s, max_seconds, python=sys.executable)
-    code = f"import sys; sys.path.append({str(SAMPLER.parent)!r}); import sampler; sys.exit(sampler.main(sys.argv[1:]))"
+    code = (f"import sys; sys.path.append({str(SAMPLER.parent)!r}); import sampler; "
+            "sampler.os._exit(sampler.main(sys.argv[1:]))")  # each line is flushed: no interpreter teardown
     return [*argv[:4], code, *argv[5:]]
 
 

@@ -77,6 +77,23 @@ class MpiStack:
         return path
 
 
+_answers: dict[tuple[str, ...], tuple[int, str, str] | None] = {}
+
+
+def tool_answer(argv: tuple[str, ...], timeout: float = 30.0) -> tuple[int, str, str] | None:
+    """(exit code, stdout, stderr) of a query such as `cc --version` or `mpicc --showme`, asked once per
+    process (stdin closed): discovery, the kernels' build keys and the MPI's identification ask the
+    same ones, 5-10 ms of CPU each; None when it could not run or did not answer within `timeout`."""
+    if argv not in _answers:
+        try:
+            out = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout,
+                                 stdin=subprocess.DEVNULL)
+            _answers[argv] = (out.returncode, out.stdout, out.stderr)
+        except (OSError, subprocess.TimeoutExpired):
+            _answers[argv] = None
+    return _answers[argv]
+
+
 @lru_cache(maxsize=32)
 def ask_version(path: str) -> tuple[str | None, str | None]:
     """(implementation, version) that `path --version` reports; cached: mpirun does not change."""
@@ -92,12 +109,12 @@ def ask_version(path: str) -> tuple[str | None, str | None]:
 def _wrapper_mpi(path: str) -> str | None:
     """Which MPI a compiler wrapper belongs to, from what it adds to the command line."""
     for flag in ("--showme", "-show"):
-        try:
-            out = subprocess.run([path, flag], capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.TimeoutExpired):
+        answer = tool_answer((path, flag), 10)
+        if answer is None:
             return None
-        text = out.stdout + out.stderr
-        if out.returncode == 0 and text.strip():
+        code, out, err = answer
+        text = out + err
+        if code == 0 and text.strip():
             if re.search(r"openmpi|-lmpi\b", text):
                 return "openmpi"
             if re.search(r"mpich|-lmpi\w*mpich", text):

@@ -18,7 +18,7 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from clusterbench.system.mpi import ask_version
+from clusterbench.system.mpi import ask_version, tool_answer
 
 TOOLS = {
     "mpirun": "apt-get install openmpi-bin libopenmpi-dev",
@@ -52,11 +52,10 @@ def parse_meminfo(text: str, source: str = "/proc/meminfo") -> Memory:
 
 
 def _first_line(cmd: list[str], timeout: float = 5) -> str | None:
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-    except (OSError, subprocess.TimeoutExpired):
+    answer = tool_answer(tuple(cmd), timeout)  # `cc --version`: the kernels' build key asks it too
+    if answer is None:
         return None
-    text = (out.stdout or out.stderr).strip()
+    text = (answer[1] or answer[2]).strip()
     return text.splitlines()[0].strip() if text else None
 
 
