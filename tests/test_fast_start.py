@@ -101,15 +101,6 @@ def test_the_probe_writes_its_record_as_json_writes_it():
     assert probe.dumps(record) == json.dumps(record)
 
 
-def test_the_sampler_writes_its_lines_as_json_writes_them():
-    from clusterbench.system import sampler
-
-    sample = {"type": "sample", "mono": 12.5, "cpu": {"0": [1, 2, 3]}, "all": (4, 5),
-              "temp_c": {"acpitz/temp1 (é)": 41.0}, "vcgencmd": None, "error": 'bad "x"\n',
-              "odd": [float("nan"), float("inf"), -float("inf"), -0.0, 10**30], "ok": True, "no": False, 1: "int key"}
-    assert sampler.dumps(sample) == json.dumps(sample, separators=(",", ":"))
-
-
 def test_kernel_sources_are_where_importlib_resources_finds_them():
     from importlib import resources
     from pathlib import Path

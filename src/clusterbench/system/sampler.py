@@ -36,28 +36,20 @@ takes the differences:
 The last sample says why the sampler ended and how much CPU time it used itself.
 
 Cheap by construction: each file is read once per sample, the files to read are found once at
-the start, nothing is written but one line per sample. It starts beside the run's own processes, so
-it imports little: no json (its regular expressions and enum cost about as much as the rest of the
-start; the lines are written by `dumps`, as json.dumps writes them) and signal's C module. Every
-count is bounded (CPUs, interfaces, interrupt lines, sensors, bytes read per file). Standard library
-only, no clusterbench import, and Python 3.8 syntax: it runs with whatever python3 the node has.
+the start, nothing is written but one line per sample. Every count is bounded (CPUs, interfaces,
+interrupt lines, sensors, bytes read per file). Standard library only, no clusterbench import,
+and Python 3.8 syntax: it runs with whatever python3 the node has.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import select
+import signal
 import sys
 import time
-
-try:  # the C modules behind json's escaping and signal.py: the same functions, without importing re and enum
-    from _json import encode_basestring_ascii as _quoted
-except ImportError:  # a Python without them
-    from json import dumps as _quoted
-try:
-    import _signal as signal
-except ImportError:
-    import signal
 
 FORMAT = 1
 STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
@@ -79,7 +71,7 @@ MAX_SENSORS = 64
 MAX_READ = 8 * 1024 * 1024  # bytes read of one file (/proc/interrupts of a very large node)
 MAX_NAME = 64  # characters of an interface, sensor or interrupt name
 VCGENCMD_TIMEOUT_S = 2.0
-SIGNAL_NAMES = {getattr(signal, name): name for name in ("SIGTERM", "SIGHUP", "SIGINT")}
+_THROTTLED = re.compile(r"throttled=(0x[0-9a-fA-F]{1,8})")
 
 
 def _read(path: str) -> str | None:
@@ -341,9 +333,7 @@ def read_vcgencmd(path: str) -> str | None:
                              stdin=subprocess.DEVNULL, timeout=VCGENCMD_TIMEOUT_S).stdout
     except (OSError, subprocess.SubprocessError):
         return None
-    import re  # only on a node that has vcgencmd
-
-    match = re.search(r"throttled=(0x[0-9a-fA-F]{1,8})", out[:256].decode("ascii", "replace"))
+    match = _THROTTLED.search(out[:256].decode("ascii", "replace"))
     return match.group(1).lower() if match else None
 
 
@@ -391,40 +381,8 @@ def _own_cpu() -> float:
     return round(time.process_time() + t.children_user + t.children_system, 6)
 
 
-def dumps(value) -> str:
-    """`value` as json.dumps(value, separators=(",", ":")) writes it (ASCII; NaN and Infinity as json
-    writes them), for what a sample holds: dicts, lists, tuples, text, numbers, None."""
-    if isinstance(value, str):
-        return _quoted(value)
-    if value is None:
-        return "null"
-    if value is True or value is False:
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return int.__repr__(value)
-    if isinstance(value, float):
-        if value != value:
-            return "NaN"
-        if value in (float("inf"), float("-inf")):
-            return "Infinity" if value > 0 else "-Infinity"
-        return float.__repr__(value)
-    if isinstance(value, dict):
-        return "{" + ",".join(_quoted(_key(k)) + ":" + dumps(v) for k, v in value.items()) + "}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(dumps(v) for v in value) + "]"
-    raise TypeError("not JSON: " + type(value).__name__)
-
-
-def _key(key) -> str:
-    if isinstance(key, str):
-        return key
-    if key is None or isinstance(key, (bool, int, float)):
-        return dumps(key)
-    raise TypeError("not a JSON key: " + type(key).__name__)
-
-
 def _emit(record: dict) -> None:
-    sys.stdout.write(dumps(record) + "\n")
+    sys.stdout.write(json.dumps(record, separators=(",", ":")) + "\n")
     sys.stdout.flush()
 
 
@@ -469,7 +427,7 @@ class Stop:
 
 
 def _on_signal(signum: int, _frame) -> None:
-    Stop.reason = Stop.reason or SIGNAL_NAMES.get(signum, f"signal {signum}")
+    Stop.reason = Stop.reason or signal.Signals(signum).name
 
 
 def wait(until: float, wakeup: int, parent: int, stop_file: str | None = None) -> None:
