@@ -142,6 +142,18 @@ def cli(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess
     return run_cli(args, full_env, timeout=timeout)
 
 
+def main_in_new_python(argv: list[str], env: dict, before: str = "", after: str = "",
+                       timeout: float = 300) -> subprocess.CompletedProcess:
+    """`clusterbench ARGV` through cli.main in a new interpreter (never the fork server: what it imports is
+    the point), with the lines `before` run first (a spy) and `after` once main has ended (a print of what
+    the process loaded or counted)."""
+    import sys
+
+    code = (f"import sys; sys.argv = {['clusterbench', *argv]!r}\nfrom clusterbench.cli import main\n{before}"
+            f"try:\n    main()\nexcept SystemExit:\n    pass\n{after}")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=timeout)
+
+
 def cli_json(*args: str, **kw):
     out = cli(*args, **kw)
     assert out.returncode == 0, out.stderr + out.stdout

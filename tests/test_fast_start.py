@@ -11,6 +11,7 @@ import sys
 
 import pytest
 import yaml
+from tests.conftest import main_in_new_python
 
 from clusterbench.campaign.expand import expand
 from clusterbench.campaign.point import one_point
@@ -78,12 +79,9 @@ def test_a_bad_timeout_is_refused_naming_the_option_as_the_model_words_it(timeou
 
 
 def test_bench_json_loads_neither_pydantic_yaml_nor_rich_and_an_error_still_prints(tmp_path):
-    code = ("import sys; sys.argv = ['clusterbench', 'bench', 'stream', '-p', 'n=100000', '-p', 'ranks=1', '--json']\n"
-            "from clusterbench.cli import main\n"
-            "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "print('LOADED', sorted({m.split('.')[0] for m in sys.modules} & {'pydantic', 'yaml', 'rich', 'typer'}))")
     env = dict(os.environ) | {"CLUSTERBENCH_DB": str(tmp_path / "r.db")}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    out = main_in_new_python(["bench", "stream", "-p", "n=100000", "-p", "ranks=1", "--json"], env, after=(
+        "print('LOADED', sorted({m.split('.')[0] for m in sys.modules} & {'pydantic', 'yaml', 'rich', 'typer'}))"))
     assert out.returncode == 0, out.stderr
     assert '"status": "ok"' in out.stdout and out.stdout.rstrip().endswith("LOADED []"), out.stdout[-500:]
     bad = subprocess.run([sys.executable, "-m", "clusterbench", "bench", "stream", "--timeout", "soon"],

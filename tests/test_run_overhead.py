@@ -12,6 +12,7 @@ import sys
 import time
 
 import pytest
+from tests.conftest import main_in_new_python
 
 from clusterbench.cli import COMMANDS, command_word, register_all
 from clusterbench.execution import observe
@@ -35,11 +36,8 @@ def test_command_word(argv, word):
 
 def test_one_command_loads_alone_and_help_lists_all(tmp_path):
     env = dict(os.environ) | {"CLUSTERBENCH_DB": str(tmp_path / "r.db")}
-    code = ("import sys; sys.argv = ['clusterbench', 'benchmarks', '--help']\n"
-            "from clusterbench.cli import main\n"
-            "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "print('LOADED', sorted(m for m in sys.modules if m.startswith('clusterbench.cli.')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60).stdout
+    out = main_in_new_python(["benchmarks", "--help"], env, timeout=60, after=(
+        "print('LOADED', sorted(m for m in sys.modules if m.startswith('clusterbench.cli.')))")).stdout
     loaded = out.split("LOADED", 1)[1]
     assert "bench_cmd" in loaded and "report_cmd" not in loaded and "campaign_cmd" not in loaded
     full = subprocess.run([sys.executable, "-m", "clusterbench", "--help"], capture_output=True, text=True,
@@ -178,17 +176,14 @@ def test_bench_reads_the_state_ahead_from_its_start_and_the_run_takes_that_read(
     from clusterbench.native.build import clock_binary
 
     clock_binary()  # the early read needs the clock kernel built; it never builds it itself
-    code = ("import sys; sys.argv = ['clusterbench', 'bench', 'stream', '-p', 'n=100000', '--json']\n"
-            "from clusterbench.cli import main\n"
-            "from clusterbench.execution import observe\n"
-            "first = []\n"
-            "real = observe.prefetch_state\n"
-            "def spy(*a, **k):\n    first.append('typer' in sys.modules)\n    return real(*a, **k)\n"
-            "observe.prefetch_state = spy\n"
-            "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "print('STATS', first[0], observe.prefetch_stats['started'], observe.prefetch_stats['used'])")
+    spy = ("from clusterbench.execution import observe\n"
+           "first = []\n"
+           "real = observe.prefetch_state\n"
+           "def spy(*a, **k):\n    first.append('typer' in sys.modules)\n    return real(*a, **k)\n"
+           "observe.prefetch_state = spy\n")
     env = dict(os.environ) | {"CLUSTERBENCH_DB": str(tmp_path / "r.db")}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    out = main_in_new_python(["bench", "stream", "-p", "n=100000", "--json"], env, before=spy, after=(
+        "print('STATS', first[0], observe.prefetch_stats['started'], observe.prefetch_stats['used'])"))
     assert out.returncode == 0, out.stderr
     # the first read started before typer was imported; the run took it (one read started, one used)
     assert out.stdout.rstrip().endswith("STATS False 1 1"), out.stdout[-500:] + out.stderr[-2000:]
