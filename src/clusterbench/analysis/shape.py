@@ -720,7 +720,6 @@ def _runs_per_group(ids: np.ndarray, runs: np.ndarray, order: np.ndarray) -> lis
     return [names[run[bounds[g]:bounds[g + 1]]].tolist() for g in order]
 
 
-
 def sorted_distinct(numbers: np.ndarray) -> np.ndarray:
     """`np.unique(numbers)` of an integer array by one sort: numpy 2.4's np.unique hashes first, measured
     40x slower on the 260,000 (group, run) pairs of a network figure (a second per report over 100,000 runs)."""
