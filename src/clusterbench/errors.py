@@ -35,3 +35,18 @@ class EnvironmentProblem(UserInputError):
     full disk, a lock held by another run): printed like bad input, exit code 1."""
 
     exit_code = 1
+
+
+class Interrupted(BaseException):
+    """The work was stopped by Ctrl-C, SIGTERM or SIGHUP, after everything finished was stored.
+
+    Raised once, by the library function that ran the work (the run loop, the cluster job, the
+    tuner), with `stored` saying what is kept and how to go on; the CLI prints it in one place
+    (`clusterbench.cli.main`) and exits with 130. A BaseException, as KeyboardInterrupt is, so
+    no `except Exception` on the way up swallows it, and not a KeyboardInterrupt, so that typer
+    does not turn it into a silent exit before the CLI can say what was kept.
+    """
+
+    def __init__(self, stored: str):
+        super().__init__(stored)
+        self.stored = stored

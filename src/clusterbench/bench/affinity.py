@@ -34,6 +34,9 @@ class Affinity(NativeKernel):
     parameters = (*KERNEL_PARAMS, Param("hold_ms", int, 0, "each thread stays busy this long after reporting, so "
                                         "the placement probe sees every thread in place", minimum=0, maximum=60_000))
     metrics = (MetricSpec("distinct_cpus", "", True), MetricSpec("max_allowed_cpus", "", False))
+    # The probe's lines read back (host, rank, thread, cpu, allowed): the preflight's MPI hello-world
+    # runs this kernel too, and asks the registry for it rather than importing this module.
+    placement_lines = staticmethod(parse_affinity)
 
     def arguments(self) -> list[str]:
         return [str(self.point.get("hold_ms") or 0)]

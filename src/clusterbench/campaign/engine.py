@@ -31,7 +31,7 @@ from datetime import datetime
 from pathlib import Path
 
 from clusterbench.bench.base import Benchmark
-from clusterbench.errors import EnvironmentProblem
+from clusterbench.errors import EnvironmentProblem, Interrupted
 from clusterbench.execution.executor import RunResult, journal_dir, settle
 from clusterbench.execution.loop import Eta, Reporter, Spread, run_all
 from clusterbench.execution.request import PlannedRun
@@ -217,6 +217,9 @@ def _run_campaign(store: Store, runs: list[PlannedRun], system_id: str | None, r
     rounds = max((r.repeat for r in runs), default=0) + 1
     spread = Spread(spread_s / rounds, rounds) if spread_s else None
     outcome = CampaignOutcome(total=len(runs), skipped=len(done), settled=settled)
-    outcome.results = run_all(store, pending, reporter, site=site, system_id=system_id, done=len(done),
-                              eta=Eta({r.id: r for r in pending}, learned_durations(store, runs)), spread=spread)
+    try:
+        outcome.results = run_all(store, pending, reporter, site=site, system_id=system_id, done=len(done),
+                                  eta=Eta({r.id: r for r in pending}, learned_durations(store, runs)), spread=spread)
+    except Interrupted as stop:
+        raise Interrupted(f"{stop.stored} Run the same command again to continue.") from None
     return outcome

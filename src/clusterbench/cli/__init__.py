@@ -107,7 +107,7 @@ def main() -> None:
 
     gc.disable()  # during the imports: back on, over what the command makes, once they are done (modules_loaded)
     from clusterbench import limits
-    from clusterbench.errors import UserInputError
+    from clusterbench.errors import Interrupted, UserInputError
 
     word = command_word(sys.argv[1:])
     if word == "bench" and not {"--help", "-h"} & set(sys.argv):
@@ -140,8 +140,12 @@ def main() -> None:
 
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
+    except (Interrupted, KeyboardInterrupt) as exc:  # the one place an interrupted command is reported
+        from rich.markup import escape
+
         from clusterbench.cli.shared import err_console
 
-        err_console.print("[yellow]interrupted[/]: finished results are stored; unfinished runs are marked.")
+        stored = (exc.stored if isinstance(exc, Interrupted)
+                  else "finished results are stored; unfinished runs are marked.")
+        err_console.print(f"[yellow]interrupted[/]: {escape(stored)}", highlight=False)
         sys.exit(130)

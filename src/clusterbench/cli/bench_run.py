@@ -6,7 +6,6 @@ spinner, the tables): `bench --json`, what a tuner runs, never loads it.
 
 
 import json
-import sys
 
 from clusterbench.cli.shared import open_store, parse_assignments
 
@@ -84,13 +83,9 @@ def _run_points(name: str, runs, info, tags: dict, as_json: bool) -> list:
         store.remember_system(info)
         try:
             return run_all(store, runs, spinner, system_id=info.fingerprint(), one_off=True, tags=tags)
-        except KeyboardInterrupt:
+        finally:  # an interrupt goes on up to the CLI's one handler, which says what was stored
             if spinner.status:
                 spinner.status.stop()
-            from clusterbench.cli.shared import err_console
-
-            err_console.print("[yellow]interrupted[/]: the run in flight is stored as interrupted")
-            sys.exit(130)
 
 
 def print_metrics(result) -> None:

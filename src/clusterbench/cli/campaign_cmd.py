@@ -180,15 +180,8 @@ def _run(loaded, spread_s, retry_failed, as_json):
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       TextColumn("{task.fields[eta]}"), console=console, disable=as_json) as progress:
             reporter = ProgressReporter(progress, as_json)
-            try:
-                return run_campaign(store, loaded.runs, loaded.system.fingerprint(), reporter, spread_s,
-                                    retry_failed, loaded.site)
-            except KeyboardInterrupt:
-                progress.stop()
-                err_console.print(f"[yellow]interrupted[/]: {reporter.finished} run(s) finished in this session "
-                                  "are stored; the run in flight is marked interrupted. Run the same command "
-                                  "again to continue.")
-                raise typer.Exit(130) from None
+            return run_campaign(store, loaded.runs, loaded.system.fingerprint(), reporter, spread_s,
+                                retry_failed, loaded.site)  # interrupted: the CLI's one handler says what is kept
 
 
 @campaign_app.command("list")

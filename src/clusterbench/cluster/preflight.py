@@ -294,7 +294,7 @@ def _probe(cmd: list[str], timeout_s: float) -> subprocess.CompletedProcess | No
 def hello_world(inv: Inventory, timeout_s: float = 60.0, mpi: str | None = None) -> list[Problem]:
     """One rank per node of the affinity probe (a real MPI program, built with MPI `mpi`); every
     node must answer."""
-    from clusterbench.bench.affinity import parse_affinity
+    from clusterbench.bench.registry import benchmark_class
     from clusterbench.launch.site import Site
     from clusterbench.launch.spec import Launch, Placement
     from clusterbench.native import build as native
@@ -320,7 +320,7 @@ def hello_world(inv: Inventory, timeout_s: float = 60.0, mpi: str | None = None)
         else:
             return [Problem("all", check, f"no answer within {timeout_s:.0f} s, {HELLO_ATTEMPTS} times: "
                             f"{' '.join(cmd)}")]
-    seen = {row["host"] for row in parse_affinity(out.stdout)}
+    seen = {row["host"] for row in benchmark_class("affinity").placement_lines(out.stdout)}
     if out.returncode != 0 and not seen:
         tail = " | ".join(out.stderr.strip().splitlines()[-3:])[:300]
         return [Problem("all", check, f"mpirun failed (exit code {out.returncode}): {tail}")]

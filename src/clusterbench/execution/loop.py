@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from clusterbench.errors import UserInputError
+from clusterbench.errors import Interrupted, UserInputError
 from clusterbench.execution.executor import RunRequest, RunResult, changes_nodes, execute, prefetch_state
 from clusterbench.execution.request import PlannedRun
 from clusterbench.launch.process import signals_as_interrupt
@@ -118,31 +118,43 @@ def run_all(store: Store, runs: list[PlannedRun], reporter: Reporter, *, site: S
         eta.add(run, result.duration_s)
         reporter.run_finished(run, result, eta)
 
-    with signals_as_interrupt():
-        if site.batch():
-            from clusterbench.execution.batch_jobs import run_jobs  # here: Slurm, LSF and PBS only when asked for
-
-            run_jobs(store, runs, system_id, site, reporter.run_started, reporter.tick, finished,
-                     spread_s=spread.interval_s if spread and spread.interval_s else None)
-            return results
-        t0, first_round = time.monotonic(), runs[0].repeat if runs else 0
-        for run in runs:
-            if spread and spread.interval_s:
-                wait = t0 + (run.repeat - first_round) * spread.interval_s - time.monotonic()
-                if wait > 0:
-                    reporter.waiting(wait, f"--spread: repeat {run.repeat + 1} of {spread.rounds}")
-                    time.sleep(wait)
-            if not changes_nodes(run.settings):  # the state read overlaps making the run (execute takes it)
-                prefetch_state(site, run.env)
-            try:
-                bench = run.bench_class().from_point(run.params)
-            except UserInputError as exc:
-                if unavailable is None:
-                    raise
-                unavailable(run, exc)
-                continue
-            reporter.run_started(run)
-            request = RunRequest.planned(run, bench, site, system_id, one_off=one_off, tags=tags)
-            result = execute(store, request, tick=lambda elapsed, detail, run=run: reporter.tick(run, elapsed, detail))
-            finished(run, result)
+    try:
+        with signals_as_interrupt():
+            _run_each(store, runs, reporter, finished, site, system_id, spread, one_off, tags, unavailable)
+    except KeyboardInterrupt:
+        raise Interrupted(f"{len(results)} run(s) finished here are stored; the run in flight is stored as "
+                          "interrupted (see `clusterbench results`).") from None
     return results
+
+
+def _run_each(store: Store, runs: list[PlannedRun], reporter: Reporter,
+              finished: Callable[[PlannedRun, RunResult], None], site: Site, system_id: str | None,
+              spread: Spread | None, one_off: bool, tags: dict | None,
+              unavailable: Callable[[PlannedRun, UserInputError], None] | None) -> None:
+    """run_all's loop: each run executed and stored in turn, or all handed to the batch scheduler."""
+    if site.batch():
+        from clusterbench.execution.batch_jobs import run_jobs  # here: Slurm, LSF and PBS only when asked for
+
+        run_jobs(store, runs, system_id, site, reporter.run_started, reporter.tick, finished,
+                 spread_s=spread.interval_s if spread and spread.interval_s else None)
+        return
+    t0, first_round = time.monotonic(), runs[0].repeat if runs else 0
+    for run in runs:
+        if spread and spread.interval_s:
+            wait = t0 + (run.repeat - first_round) * spread.interval_s - time.monotonic()
+            if wait > 0:
+                reporter.waiting(wait, f"--spread: repeat {run.repeat + 1} of {spread.rounds}")
+                time.sleep(wait)
+        if not changes_nodes(run.settings):  # the state read overlaps making the run (execute takes it)
+            prefetch_state(site, run.env)
+        try:
+            bench = run.bench_class().from_point(run.params)
+        except UserInputError as exc:
+            if unavailable is None:
+                raise
+            unavailable(run, exc)
+            continue
+        reporter.run_started(run)
+        request = RunRequest.planned(run, bench, site, system_id, one_off=one_off, tags=tags)
+        result = execute(store, request, tick=lambda elapsed, detail, run=run: reporter.tick(run, elapsed, detail))
+        finished(run, result)
