@@ -1,13 +1,17 @@
-"""The one run loop: planned runs, one after another here or through mpirun, or as batch jobs
-(Slurm, LSF, PBS: execution/batch_jobs.py).
+"""The one engine that runs plans: planned runs one after another here or through mpirun, as batch
+jobs (Slurm, LSF, PBS: execution/batch_jobs.py), or in phases of runs started together.
 
-`campaign run`, `bench` and `run` all go through `run_all`: it makes each run's benchmark
-instance, starts it through the executor (which stores it), reports progress and an ETA that
-corrects itself from measured durations, spaces repeat rounds over time when asked (`spread`:
-here by waiting, for batch jobs by the begin time each job is submitted with),
-and turns SIGTERM/SIGHUP into an interrupt so the run in flight is stored as interrupted.
-What is particular to a command (its lock, skipping finished runs, fresh ids, its tags) is
-decided by the caller before the loop.
+`campaign run`, `bench`, `run` and the tuner's trials go through `run_all` (runs one after
+another); `run -w` goes through `run_phases` (each phase: runs started at one start line, each on
+nodes of its own, execution/together.py; the plan may change between phases: a size learned from
+the first results, runs measured again). Both make each run's benchmark instance, start it
+through the executor (which stores it), report progress to one `Reporter`, and turn Ctrl-C,
+SIGTERM and SIGHUP into one `errors.Interrupted` once the runs in flight are stored as
+interrupted, which the CLI reports in one place. `run_all` also gives an ETA that corrects itself
+from measured durations and spaces repeat rounds over time when asked (`spread`: here by waiting,
+for batch jobs by the begin time each job is submitted with). What is particular to a command
+(its lock, skipping finished runs, fresh ids, its tags, when to resize or measure again) is
+decided by the caller, before the engine or in its hooks.
 """
 
 from __future__ import annotations
@@ -17,9 +21,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from clusterbench.bench.base import Benchmark
 from clusterbench.errors import Interrupted, UserInputError
 from clusterbench.execution.executor import RunRequest, RunResult, changes_nodes, execute, prefetch_state
 from clusterbench.execution.request import PlannedRun
+from clusterbench.execution.together import run_together
 from clusterbench.launch.process import signals_as_interrupt
 from clusterbench.launch.site import LOCAL, Site
 from clusterbench.store.db import Store
@@ -31,6 +37,7 @@ class Reporter(Protocol):
     def tick(self, run: PlannedRun, elapsed: float, detail: str | None) -> None: ...
     def run_finished(self, run: PlannedRun, result: RunResult, eta: Eta) -> None: ...
     def waiting(self, seconds: float, reason: str) -> None: ...
+    # Optional (run_phases): `phase_started(phase, done_s, planned_s)`, before each phase's runs start.
 
 
 class QuietReporter:
@@ -158,3 +165,78 @@ def _run_each(store: Store, runs: list[PlannedRun], reporter: Reporter,
         request = RunRequest.planned(run, bench, site, system_id, one_off=one_off, tags=tags)
         result = execute(store, request, tick=lambda elapsed, detail, run=run: reporter.tick(run, elapsed, detail))
         finished(run, result)
+
+
+@dataclass
+class Phase:
+    """Runs started together at one start line, each on nodes of its own (a per-node benchmark on
+    every node, a round of disjoint node pairs, HPL across all nodes); a phase of one run is a run
+    made alone. `sites[i]` and `tags[i]` are where run i goes and the tags it is stored with."""
+
+    label: str
+    kind: str
+    runs: list[PlannedRun]
+    sites: list[Site]
+    tags: list[dict]
+    estimate_s: float = 0.0
+
+
+def run_phases(store: Store, phases: list[Phase], reporter: Reporter, *, system_id: str | None = None,
+               before: Callable[[Phase, list[RunResult]], bool] | None = None,
+               after: Callable[[Phase, list[RunResult], list[Phase]], list[Phase]] | None = None,
+               make_bench: Callable[[Phase, PlannedRun], Benchmark] | None = None) -> list[RunResult]:
+    """Every phase in turn, the runs of a phase at once, each stored as a one-off run; their results.
+
+    `before(phase, results so far)` may change the phase's runs (a size learned from what ran) and
+    returns False to skip it; `after(phase, results so far, phases left)` returns phases to run next
+    (measuring again what looks out of line); `make_bench(phase, run)` makes a run's benchmark
+    instance when the phase needs more than `from_point`. The reporter's optional `phase_started`
+    is told each phase with the seconds done and planned (the estimates of the phases, corrected by
+    the time each took)."""
+    queue = list(phases)
+    results: list[RunResult] = []
+    done_s, planned_s = 0.0, sum(p.estimate_s for p in queue)
+    eta = Eta({r.id: r for p in queue for r in p.runs})
+    reporter.start([r for p in queue for r in p.runs], 0, eta)
+    phase_started = getattr(reporter, "phase_started", None)
+    try:
+        with signals_as_interrupt():
+            while queue:
+                phase = queue.pop(0)
+                if before is not None and not before(phase, results):
+                    continue
+                if not phase.runs:
+                    continue
+                if phase_started:
+                    phase_started(phase, done_s, planned_s)
+                started = time.monotonic()
+                results += _run_phase(store, phase, reporter, eta, system_id, make_bench)
+                done_s += time.monotonic() - started
+                planned_s = max(planned_s, done_s + sum(p.estimate_s for p in queue))
+                if after is not None:
+                    again = after(phase, results, queue)
+                    queue[:0] = again
+                    planned_s += sum(p.estimate_s for p in again)
+    except KeyboardInterrupt:
+        raise Interrupted(f"{len(results)} run(s) finished here are stored; the runs in flight are stored as "
+                          "interrupted (see `clusterbench results`).") from None
+    return results
+
+
+def _run_phase(store: Store, phase: Phase, reporter: Reporter, eta: Eta, system_id: str | None,
+               make_bench: Callable[[Phase, PlannedRun], Benchmark] | None) -> list[RunResult]:
+    """One phase's runs started together (through the one executor, each in a thread of its own)."""
+    requests = []
+    for run, site, tags in zip(phase.runs, phase.sites, phase.tags, strict=True):
+        bench = make_bench(phase, run) if make_bench else run.bench_class().from_point(run.params)
+        requests.append(RunRequest.planned(run, bench, site, system_id, one_off=True, tags=tags))
+    for run in phase.runs:
+        reporter.run_started(run)
+    ran = run_together(store, requests, lambda i, elapsed, detail: reporter.tick(phase.runs[i], elapsed, detail))
+    finished = []
+    for run, result in zip(phase.runs, ran, strict=True):
+        if result is not None:
+            finished.append(result)
+            eta.add(run, result.duration_s)
+            reporter.run_finished(run, result, eta)
+    return finished
