@@ -57,35 +57,16 @@ def _run_points(name: str, runs, info, tags: dict, as_json: bool) -> list:
     `<campaign>-<benchmark>-<12 hex>-r<repeat>`, so it cannot take a campaign's run directory; and
     executor.start refuses to replace a directory whose run is finished or still running."""
     from clusterbench.cli.shared import modules_loaded
-    from clusterbench.execution.loop import QuietReporter, run_all  # here: the loop loads the store and benchmarks
+    from clusterbench.execution.loop import run_all  # here: the loop loads the store and benchmarks
 
     modules_loaded()
 
-    class _Spinner(QuietReporter):
-        """The run loop's reporter for `bench`: a spinner per run (nothing with --json)."""
+    from clusterbench.cli.progress import RunProgress
 
-        def __init__(self, name: str, quiet: bool) -> None:
-            self.name, self.quiet, self.status = name, quiet, None
-
-        def run_started(self, run) -> None:
-            if not self.quiet:
-                from clusterbench.cli.shared import console
-
-                self.status = console.status(f"{self.name} r{run.repeat}", spinner="dots")
-                self.status.start()
-
-        def run_finished(self, run, result, eta) -> None:
-            if self.status:
-                self.status.stop()
-
-    spinner = _Spinner(name, as_json)
-    with open_store() as store:
+    with open_store() as store, RunProgress(as_json, label=lambda run: f"{name} r{run.repeat}") as progress:
         store.remember_system(info)
-        try:
-            return run_all(store, runs, spinner, system_id=info.fingerprint(), one_off=True, tags=tags)
-        finally:  # an interrupt goes on up to the CLI's one handler, which says what was stored
-            if spinner.status:
-                spinner.status.stop()
+        return run_all(store, runs, progress, system_id=info.fingerprint(), one_off=True, tags=tags)
+        # interrupted: the bar stops on the way out, and the CLI's one handler says what was stored
 
 
 def print_metrics(result) -> None:

@@ -9,10 +9,10 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from clusterbench.cli.app import app, console, err_console, open_store
+from clusterbench.cli.progress import RunProgress, key_params
 
 campaign_app = typer.Typer(help="Declarative sweeps: run a campaign file, resume it, list campaigns.",
                            no_args_is_help=True)
@@ -53,11 +53,6 @@ def _fmt(seconds: float | None) -> str:
     return "?" if seconds is None else format_duration(seconds)
 
 
-def _key_params(params: dict) -> str:
-    skip = {"command", "metrics", "threshold", "binary", "valid_if", "invalid_if"}
-    return " ".join(f"{k}={v}" for k, v in params.items() if k not in skip)[:120] if params else ""
-
-
 def plan_campaign(path: Path, as_json: bool) -> None:
     """The dry run behind `clusterbench plan FILE`: every run, its state, the time it needs."""
     from clusterbench.campaign.dryrun import dry_run
@@ -74,54 +69,13 @@ def plan_campaign(path: Path, as_json: bool) -> None:
     for col in ("#", "run id", "block", "rep", "parameters", "est.", "state"):
         table.add_column(col, overflow="fold")
     for i, r in enumerate(runs, 1):
-        table.add_row(str(i), r.id, r.block, str(r.repeat), escape(_key_params(r.recorded_params)), _fmt(r.estimate_s),
+        table.add_row(str(i), r.id, r.block, str(r.repeat), escape(key_params(r.recorded_params)), _fmt(r.estimate_s),
                       "[green]stored[/]" if r.id in done else "pending")
     console.print(table)
     unknown = plan.without_estimate
     tail = f" (+ {unknown} run(s) without an estimate)" if unknown else ""
     console.print(f"{len(plan.pending)} run(s) to do, estimated {_fmt(plan.pending_estimate_s)}{tail} before "
                   "learning from measured durations. Start with: clusterbench campaign run " + escape(str(path)))
-
-
-class ProgressReporter:
-    """A Rich progress bar over the campaign, with an ETA learned from finished runs."""
-
-    def __init__(self, progress: Progress, quiet: bool):
-        self.progress, self.quiet = progress, quiet
-        self.task = None
-        self.eta_text = "ETA ?"
-        self.finished = 0
-
-    def start(self, pending, done, eta) -> None:
-        self.task = self.progress.add_task("starting", total=len(pending), eta="ETA ?")
-        self._eta(eta)
-        if done and not self.quiet:
-            console.print(f"resuming: {done} run(s) already stored are skipped")
-
-    def _eta(self, eta) -> None:
-        self.eta_text = f"ETA {_fmt(eta.seconds())}"
-
-    def run_started(self, run) -> None:
-        label = f"{run.block} r{run.repeat}: {escape(_key_params(run.recorded_params))}"
-        self.progress.update(self.task, description=label[:70], eta=self.eta_text)
-
-    def tick(self, run, elapsed, detail) -> None:
-        if detail:
-            self.progress.update(self.task, eta=f"{self.eta_text} · {escape(detail)}")
-
-    def run_finished(self, run, result, eta) -> None:
-        self.finished += 1
-        self._eta(eta)
-        self.progress.update(self.task, advance=1, eta=self.eta_text)
-        if result.status != "ok" and not self.quiet:
-            self.progress.console.print(f"[yellow]{result.status}[/] {run.id}: {escape(result.reason or '')}")
-
-    def waiting(self, seconds, reason) -> None:
-        self.progress.update(self.task, description=f"waiting {_fmt(seconds)} ({reason})")
-
-    def notice(self, text) -> None:
-        if not self.quiet:
-            self.progress.console.print(f"[yellow]resumed[/] {escape(text)}")
 
 
 @campaign_app.command("run")
@@ -177,9 +131,7 @@ def _run(loaded, spread_s, retry_failed, as_json):
 
     with open_store() as store:
         record(store, loaded)
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      TextColumn("{task.fields[eta]}"), console=console, disable=as_json) as progress:
-            reporter = ProgressReporter(progress, as_json)
+        with RunProgress(as_json) as reporter:
             return run_campaign(store, loaded.runs, loaded.system.fingerprint(), reporter, spread_s,
                                 retry_failed, loaded.site)  # interrupted: the CLI's one handler says what is kept
 
