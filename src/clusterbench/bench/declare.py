@@ -252,8 +252,10 @@ class Tuning:
 
     def levels(self, space: TuningSpace, system, nodes: int, given: int | None, budget_s: float, inputs,
                levels: int, eta: int, option: Callable[[str], str], where: Callable[[str], str]) -> list:
-        """The fidelity value of each level (cheapest first; fewer than `levels` when they merge), the
-        space narrowed to what fits its cheapest level. `given`: the top level's value asked for."""
+        """The fidelity value of each level (cheapest first; fewer than `levels` when they merge), with
+        `space.dims` narrowed in place to what fits the cheapest level (HPL: no NB above its N). `given`: the
+        top level's value asked for (HPL's --n), else sized from `budget_s` by the model with `inputs`;
+        `option(key)` and `where(option)` name where a refused value was written."""
         raise NotImplementedError
 
     def check_fidelity(self, value, system, nodes: int, option: str) -> None:
