@@ -14,9 +14,9 @@ import time
 import pytest
 from tests.conftest import cli, interruptible, query
 
+from clusterbench.bench.hpl.tuning import MAX_VALUES, build_space, level_ns
 from clusterbench.errors import UserInputError
 from clusterbench.system.discover import discover
-from clusterbench.tune.space import MAX_VALUES, build_space, level_ns
 
 SMALL = ["--n", "1200", "--levels", "2", "--space", "nb=64,128", "--space", "grid=mpi 1x2,mpi 2x1",
          "--space", "bcast=1rm,2rm", "--space", "depth=0,1", "--space", "pfact=right", "--eta", "2", "--repeats", "2"]

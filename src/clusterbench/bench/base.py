@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import ClassVar
 
-from clusterbench.bench.declare import MetricSpec, OutputFormat
+from clusterbench.bench.declare import MetricSpec, OutputFormat, Tuning
 from clusterbench.bench.metrics import Outcome
 from clusterbench.bench.params import Param
 from clusterbench.launch.spec import Launch
@@ -38,6 +38,7 @@ class Benchmark(ABC):
     # and how to get the program it runs ("" when there is nothing to install).
     output_formats: ClassVar[tuple[OutputFormat, ...]] = ()
     metrics: ClassVar[tuple[MetricSpec, ...]] = ()
+    tuning: ClassVar[Tuning | None] = None  # what `clusterbench tune` searches (None: it cannot be tuned)
     install_hint: ClassVar[str] = ""
 
     @classmethod  # noqa: B027 - an optional hook, empty by default

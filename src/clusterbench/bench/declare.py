@@ -193,3 +193,123 @@ class BuildRecipe:
     source_help: str = "The official source tree or tarball."
     source_required: bool = True  # False: the build finds a source itself when none is given
     cflags_help: str = "Compiler flags (default: -O3 -march=native)."
+
+
+# ---------------------------------------------------------------- tuning: what `clusterbench tune` asks of a benchmark
+
+
+@dataclass
+class TuningSpace:
+    """A benchmark's tunable space as its `Tuning` builds it: one ordered value list per knob (the
+    search treats neighbours in a list as similar), what the tuner searches (tune/search.py's Space)."""
+
+    dims: dict[str, list]
+
+    @property
+    def size(self) -> int:
+        size = 1
+        for values in self.dims.values():
+            size *= len(values)
+        return size
+
+
+# A stored metric value as the model inputs read it: (run params, labels, value, unit, run id), of
+# runs that count (tune/rates.py reads them from the store: bench never does).
+StoredValue = tuple[dict, dict, float, str, str]
+
+
+class Tuning:
+    """What the budgeted tuner (`clusterbench tune`, src/clusterbench/tune/) needs to know of a benchmark.
+
+    The tuner is generic: a search over discrete knobs (tune/search.py) at fidelity levels (small
+    problems prune, large ones decide), each trial one stored run of `benchmark`, scored by its
+    `merit` metric. Everything that depends on the benchmark is asked here: the space of knobs and
+    its bounds, the fidelity knob and its levels, how a configuration becomes a run's parameter
+    point, the model that predicts a trial's time (to keep the budget and order candidates), the
+    input file written for the best configuration, and what a stored "best configuration" is.
+    A benchmark declares it as its class attribute `tuning` (None: it cannot be tuned).
+
+    `inputs` below are the model's measured inputs (a benchmark's own object, e.g. HPL's Rates):
+    the tuner only passes them back, and keeps them as `inputs_dict` gives them so a resumed session
+    decides with the inputs it began with.
+    """
+
+    benchmark: str = ""  # the benchmark whose runs the trials are
+    merit: str = ""  # the metric a trial's value is the median of (higher is better)
+    merit_unit: str = ""  # its unit
+    fidelity: str = ""  # the parameter the levels vary (HPL's n): the knob that makes a trial cheap
+    config_keys: tuple[str, ...] = ()  # the parameters a known best configuration sets (besides the fidelity)
+    cost_keys: tuple[str, ...] = ()  # the knobs the time model depends on (the others do not change a trial's cost)
+    startup_s: float = 0.0  # one run's harness cost assumed when none was measured (at most 3x that measured)
+    best_input: tuple[str, str] = ("", "")  # (output key, file name) of the input file written for the best
+    space_example: str = ""  # a --space KEY=VALUES example, for messages
+
+    def space(self, system, nodes: int, user: dict, *, option: Callable[[str], str],
+              fixed: dict | None = None) -> tuple[TuningSpace, dict]:
+        """The space from the defaults and the user's dimensions (`option(key)` names where each was
+        written, for messages), bounded and checked; and the fixed values. Raises UserInputError."""
+        raise NotImplementedError
+
+    def levels(self, space: TuningSpace, system, nodes: int, given: int | None, budget_s: float, inputs,
+               levels: int, eta: int, option: Callable[[str], str], where: Callable[[str], str]) -> list:
+        """The fidelity value of each level (cheapest first; fewer than `levels` when they merge), with
+        `space.dims` narrowed in place to what fits the cheapest level (HPL: no NB above its N). `given`: the
+        top level's value asked for (HPL's --n), else sized from `budget_s` by the model with `inputs`;
+        `option(key)` and `where(option)` name where a refused value was written."""
+        raise NotImplementedError
+
+    def check_fidelity(self, value, system, nodes: int, option: str) -> None:
+        """Refuse a fidelity value (the written input's) that could not run on `nodes` nodes."""
+
+    def config_params(self, config: dict) -> dict:
+        """The benchmark parameters of a configuration (a knob may set several, as HPL's grid)."""
+        return dict(config)
+
+    def model_inputs(self, stored: Callable[[str], list[StoredValue]], system, nodes: int, *,
+                     interconnect: str | None = None) -> tuple[object, str]:
+        """The model's inputs for this system, from its stored values of a metric (`stored(name)`), and
+        one sentence saying where each came from."""
+        raise NotImplementedError
+
+    def inputs_dict(self, inputs) -> dict:
+        return dataclasses.asdict(inputs)
+
+    def inputs_from(self, kept: dict):
+        """The inputs `inputs_dict` kept (raises TypeError or ValueError when they are not that)."""
+        raise NotImplementedError
+
+    def solve_s(self, point: dict, nodes: int, inputs, *, blas_threads: bool = False) -> float:
+        """The model's time of one trial's work at a resolved point (no start-up). `blas_threads`: count
+        only the threads its BLAS variant really uses."""
+        raise NotImplementedError
+
+    def predicted_merit(self, point: dict, seconds: float) -> float:
+        """The merit a trial of `point` would score if its work took `seconds` (the search's prior)."""
+        raise NotImplementedError
+
+    def stored_solve_s(self, params: dict, inputs) -> float | None:
+        """The model's time of the work of a stored run of the benchmark (None: its params say too little)."""
+        return None
+
+    def render_input(self, point: dict) -> str:
+        """The input file (`best_input`) that runs this one configuration."""
+        raise NotImplementedError
+
+
+class Later:
+    """A class attribute imported when first read, from "module:NAME": how a Benchmark class points at a
+    declaration that would cost imports (or make a cycle) at the class's own import (its `tuning`)."""
+
+    def __init__(self, target: str):
+        self.target = target
+
+    def __get__(self, instance, owner):
+        import importlib
+
+        module, _, name = self.target.partition(":")
+        return getattr(importlib.import_module(module), name)
+
+
+def declared_later(target: str) -> Tuning | None:
+    """`Later(target)`, typed as the declaration it stands for (a Benchmark's `tuning`: see Later)."""
+    return Later(target)

@@ -1,4 +1,5 @@
-"""`clusterbench tune hpl`: the budgeted HPL tuner (the library is clusterbench.tune; docs/tune.md)."""
+"""`clusterbench tune hpl`: the budgeted tuner of a benchmark that declares its tuning (the library is
+clusterbench.tune, the declaration the benchmark class's `tuning`; docs/tune.md)."""
 
 
 import json
@@ -10,15 +11,17 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from clusterbench.bench.hpl.planner import TUNE_NB_RANGE
+from clusterbench.bench.registry import benchmark_class
 from clusterbench.cli.app import app, console, err_console, open_store
 
 tune_app = typer.Typer(help="Find the best configuration of a benchmark within a time budget (HPL).",
                        no_args_is_help=True)
 app.add_typer(tune_app, name="tune")
+HPL = "hpl"  # the benchmark `tune hpl` tunes
+EXAMPLE = benchmark_class(HPL).tuning.space_example  # --space's first example, e.g. nb=64..384:32
 
 
-def _space_items(items: list[str]) -> dict:
+def _space_items(items: list[str], example: str = EXAMPLE) -> dict:
     from clusterbench.errors import UserInputError
 
     out: dict = {}
@@ -26,7 +29,7 @@ def _space_items(items: list[str]) -> dict:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip() or not raw.strip():
             raise UserInputError(f"invalid --space {item!r}",
-                                 hint=f"write --space KEY=VALUES, e.g. --space nb={TUNE_NB_RANGE} or "
+                                 hint=f"write --space KEY=VALUES, e.g. --space {example} or "
                                       "--space bcast=1rm,2rm or --space depth=1")
         key = key.strip()
         if key in out:
@@ -35,9 +38,9 @@ def _space_items(items: list[str]) -> dict:
     return out
 
 
-def _from_campaign(path: Path, block_name: str | None, options):
-    """The options, site and system of a campaign file's hpl block (its space: and params:), located errors."""
-    from clusterbench.bench.hpl.benchmark import Hpl
+def _from_campaign(path: Path, block_name: str | None, options, benchmark: str = HPL):
+    """The options, site and system of a campaign file's block of the benchmark (its space: and params:),
+    located errors."""
     from clusterbench.campaign.expand import site_key
     from clusterbench.campaign.spec import CampaignError, load_campaign
     from clusterbench.campaign.where import site_from_section, system_from_facts
@@ -46,11 +49,12 @@ def _from_campaign(path: Path, block_name: str | None, options):
     from clusterbench.system.discover import discover
 
     campaign, source = load_campaign(path)
-    blocks = [(i, b) for i, b in enumerate(campaign.benchmarks) if b.benchmark == "hpl"
+    blocks = [(i, b) for i, b in enumerate(campaign.benchmarks) if b.benchmark == benchmark
               and (block_name is None or b.label == block_name)]
     if not blocks:
-        raise CampaignError(f"no hpl block{' named ' + repr(block_name) if block_name else ''} to tune", source,
-                            ("benchmarks",), hint="add a block with benchmark: hpl and a space:, or give --block NAME")
+        raise CampaignError(f"no {benchmark} block{' named ' + repr(block_name) if block_name else ''} to tune",
+                            source, ("benchmarks",),
+                            hint=f"add a block with benchmark: {benchmark} and a space:, or give --block NAME")
     i, block = blocks[0]
     try:
         site = site_from_section(campaign.cluster)
@@ -63,18 +67,18 @@ def _from_campaign(path: Path, block_name: str | None, options):
         loc = ("benchmarks", i, "space", key) if key in block.space else ("benchmarks", i, "space")
         return f"{source.where(loc)}: benchmarks[{i}].{'space.' + key if key in block.space else 'space'}"
 
-    declared = {p.name: p for p in Hpl.parameters}
+    declared = {p.name: p for p in benchmark_class(benchmark).parameters}
     fixed = {}
     for name, value in block.params.items():
         if name not in declared:
-            raise CampaignError(f"hpl has no parameter {name!r}", source, ("benchmarks", i, "params", name))
+            raise CampaignError(f"{benchmark} has no parameter {name!r}", source, ("benchmarks", i, "params", name))
         try:
             fixed[name] = declared[name].check(value)
         except UserInputError as exc:
             raise CampaignError(exc.message, source, ("benchmarks", i, "params", name)) from None
     if campaign.cluster.mpi and "mpi" not in fixed:
         fixed["mpi"] = campaign.cluster.mpi
-    n = fixed.pop("n", None)
+    n = fixed.pop(benchmark_class(benchmark).tuning.fidelity, None)
     options.space = dict(block.space) | options.space
     options.fixed = fixed | options.fixed
     options.n = options.n or n
@@ -86,14 +90,14 @@ def _from_campaign(path: Path, block_name: str | None, options):
     return options, site, site_key(campaign), system
 
 
-@tune_app.command("hpl")
+@tune_app.command(HPL)
 def tune_hpl(
     budget: Annotated[str, typer.Option(help="Time budget of the search, e.g. 30m, 2h.")] = "10m",
     n: Annotated[int | None, typer.Option("--n", help="Top level's N (default: sized from the budget and "
                                           "memory).")] = None,
     nodes: Annotated[int, typer.Option(help="Nodes per trial.")] = 1,
     space: Annotated[list[str] | None, typer.Option("--space", metavar="KEY=VALUES", help=(
-        f"Search dimension (repeatable): nb={TUNE_NB_RANGE} (the default), bcast=1rm,2rm, depth=1 (fixes it), "
+        f"Search dimension (repeatable): {EXAMPLE} (the default), bcast=1rm,2rm, depth=1 (fixes it), "
         "'grid=mpi 1x2,hybrid-node 1x1', layout=mpi, blas=openblas-pthread, pfact/rfact/nbmin/ndiv/swap/..."))] = None,
     levels: Annotated[int, typer.Option(help="Fidelity levels (problem sizes).")] = 3,
     eta: Annotated[int, typer.Option(help="Successive halving's ratio: 1/eta of a level is promoted.")] = 3,
@@ -116,22 +120,33 @@ def tune_hpl(
     """Search HPL's configurations (NB, grid and layout, BLAS, algorithm knobs) within a time budget:
     small N prunes, large N decides, finalists repeated; every trial is a stored run, so a second call
     continues where an interrupted one stopped."""
+    _tune(HPL, budget, n, nodes, space, levels, eta, seed, repeats, name, campaign, block, final_n, out, dry_run,
+          as_json)
+
+
+def _tune(benchmark: str, budget: str, n: int | None, nodes: int, space: list[str] | None, levels: int, eta: int,
+          seed: int, repeats: int, name: str | None, campaign: Path | None, block: str | None, final_n: int | None,
+          out: Path | None, dry_run: bool, as_json: bool) -> None:
+    """`tune BENCHMARK` with its options: the session prepared (every refusal made), then run or described."""
     from clusterbench.errors import UserInputError
     from clusterbench.system.discover import discover
     from clusterbench.tune.session import TuneOptions, prepare
     from clusterbench.units import parse_duration
 
+    tuning = benchmark_class(benchmark).tuning
+
     try:
         budget_s = parse_duration(budget, "--budget")
     except UserInputError as exc:
         raise UserInputError(f"--budget {budget}: {exc.message}", hint="e.g. --budget 30m") from None
-    options = TuneOptions(budget_s=budget_s, n=n, nodes=nodes, space=_space_items(space or []), levels=levels,
-                          eta=eta, seed=seed, repeats=repeats, name=name, final_n=final_n)
+    options = TuneOptions(budget_s=budget_s, n=n, nodes=nodes, space=_space_items(space or [], tuning.space_example),
+                          levels=levels, eta=eta, seed=seed, repeats=repeats, name=name, final_n=final_n,
+                          tuning=tuning)
     written = dict(options.space)
     options.option = lambda key: f"--space {key}={written[key]}" if key in written else "--space"
     site_key = ""
     if campaign is not None:
-        options, site, site_key, system = _from_campaign(campaign, block, options)
+        options, site, site_key, system = _from_campaign(campaign, block, options, benchmark)
     else:
         from clusterbench.launch.site import LOCAL
 
@@ -147,23 +162,24 @@ def tune_hpl(
 
 def _print_dry_run(session, as_json: bool) -> None:
     cost, _ = session.cheapest()
-    info = {"session": session.name, "space": session.hspace.space.dims, "space_size": session.hspace.space.size,
-            "fixed": session.hspace.fixed, "levels_n": session.hspace.ns, "rates": session.rates_source,
+    tspace = session.tspace
+    info = {"session": session.name, "space": tspace.space.dims, "space_size": tspace.space.size,
+            "fixed": tspace.fixed, "levels_n": tspace.fidelities, "rates": session.rates_source,
             "cheapest_trial_s": cost, "budget_s": session.options.budget_s,
             "sweep_estimate_s": session.sweep_estimate_s()}
     if as_json:
         print(json.dumps(info, indent=2, default=str))
         return
-    table = Table("dimension", "values", title=f"tune hpl {session.name}: {session.hspace.space.size:,} points",
-                  title_justify="left")
-    for key, values in session.hspace.describe():
+    table = Table("dimension", "values", title=f"tune {session.tuning.benchmark} {session.name}: "
+                  f"{tspace.space.size:,} points", title_justify="left")
+    for key, values in tspace.describe():
         table.add_row(key, escape(values))
     console.print(table)
-    console.print(f"levels: N = {', '.join(str(x) for x in session.hspace.ns)}; fixed: "
-                  f"{escape(json.dumps(session.hspace.fixed, default=str))}")
+    console.print(f"levels: {session.tuning.fidelity.upper()} = {', '.join(str(x) for x in tspace.fidelities)}; "
+                  f"fixed: {escape(json.dumps(tspace.fixed, default=str))}")
     console.print(f"model rates: {escape(session.rates_source)}")
     console.print(f"cheapest trial about {cost:.1f} s; budget {session.options.budget_s:.0f} s; an exhaustive sweep "
-                  f"(every point once at N={session.hspace.ns[-1]}) would take about "
+                  f"(every point once at {session.fidelity_text(-1)}) would take about "
                   f"{_duration(session.sweep_estimate_s())}")
 
 
@@ -182,16 +198,16 @@ def _run(store, session, out: Path, as_json: bool) -> None:
     from clusterbench.tune.session import summary, tag_best, trial_points, write_outputs
 
     budget = session.options.budget_s
-    progress = Progress(TextColumn("[bold]tune hpl[/]"), BarColumn(), TextColumn("{task.fields[spent]:.0f}/"
-                        f"{budget:.0f} s budget"), TimeElapsedColumn(), TextColumn("{task.fields[note]}"),
-                        console=err_console, transient=True, disable=as_json)
+    progress = Progress(TextColumn(f"[bold]tune {session.tuning.benchmark}[/]"), BarColumn(),
+                        TextColumn("{task.fields[spent]:.0f}/" f"{budget:.0f} s budget"), TimeElapsedColumn(),
+                        TextColumn("{task.fields[note]}"), console=err_console, transient=True, disable=as_json)
     task = progress.add_task("tune", total=budget, spent=0.0, note="")
     spent = [0.0]
 
     def on_trial(sample, partial) -> None:
         if not sample.replayed:
             spent[0] += sample.seconds
-        value = f"{sample.value:.2f} Gflop/s" if math.isfinite(sample.value) else "invalid"
+        value = f"{sample.value:.2f} {session.tuning.merit_unit}" if math.isfinite(sample.value) else "invalid"
         note = f"L{sample.level} {sample.config.key()[:70]} {value}{' (stored)' if sample.replayed else ''}"
         progress.update(task, completed=min(spent[0], budget), spent=spent[0], note=escape(note))
 
@@ -205,8 +221,8 @@ def _run(store, session, out: Path, as_json: bool) -> None:
     tag_best(store, session, result)
     paths = write_outputs(session, result, out)
     svg = out / "best-so-far.svg"
-    svg.write_text(best_so_far_svg(result.history, trial_points(result), session.hspace.ns,
-                                   f"tune hpl {session.name}: best so far"))
+    svg.write_text(best_so_far_svg(result.history, trial_points(result), session.tspace.fidelities,
+                                   f"tune {session.tuning.benchmark} {session.name}: best so far"))
     paths["svg"] = svg
     info = summary(session, result)
     if as_json:
@@ -223,14 +239,15 @@ def _print_result(session, result, info: dict, paths: dict) -> None:
         ci = "" if not math.isfinite(best.ci_low) else \
             f" (interval {best.ci_low:.2f}-{best.ci_high:.2f}, covers the median with {best.ci_level:.0%})"
         console.print(f"[bold]best[/]: {escape(best.config.key())}")
-        console.print(f"  {best.median:.2f} Gflop/s median{ci}, {len(best.samples)} samples at "
-                      f"N={session.hspace.ns[best.level]}")
+        console.print(f"  {best.median:.2f} {session.tuning.merit_unit} median{ci}, {len(best.samples)} samples at "
+                      f"{session.fidelity_text(best.level)}")
     if info["finalists"]:
         shown = info["finalists"][:10]
         # only what differs between finalists: the full keys do not fit a terminal and hide the difference
         varying = [k for k in shown[0]["config"] if len({str(f["config"].get(k)) for f in shown}) > 1]
         common = ", ".join(f"{k}={v}" for k, v in shown[0]["config"].items() if k not in varying)
-        table = Table("configuration", "median Gflop/s", "interval (coverage)", "n", "same as best?",
+        table = Table("configuration", f"median {session.tuning.merit_unit}", "interval (coverage)", "n",
+                      "same as best?",
                       title="finalists" + (f" (all with {common})" if common else ""), title_justify="left")
         for f in shown:
             lo, hi = f["ci95"]
@@ -243,7 +260,7 @@ def _print_result(session, result, info: dict, paths: dict) -> None:
     t = info["trials"]
     console.print(f"trials: {t['ran']} run, {t['replayed']} replayed from the store, {t['invalid']} invalid; "
                   f"budget {result.spent_s:.0f} of {session.options.budget_s:.0f} s spent ({escape(result.stopped)})")
-    console.print(f"an exhaustive sweep of the {session.hspace.space.size:,} points at N={session.hspace.ns[-1]} "
+    console.print(f"an exhaustive sweep of the {session.tspace.space.size:,} points at {session.fidelity_text(-1)} "
                   f"would take about {_duration(info['sweep_estimate_s'])}")
     for label, path in paths.items():
         console.print(f"{label}: {escape(str(path))}")

@@ -182,12 +182,13 @@ class Reads:
         return [(int(json.loads(r["params"])["n"]), float(r["duration_s"]), float(r["hpl_s"]),
                  float(r["gflops"])) for r in rows if r["hpl_s"] and r["gflops"] and r["duration_s"]]
 
-    def hpl_durations(self, system_id: str, limit: int = 30) -> list[sqlite3.Row]:
-        """(params, duration_s) of the last `limit` ok HPL runs on this system with a measured duration,
-        newest first: what the tuner measures the harness's cost of one run with (tune.hpl.measured_startup)."""
-        return self.conn.execute("SELECT params, duration_s FROM runs WHERE benchmark='hpl' AND status='ok' AND "
+    def run_durations(self, benchmark: str, system_id: str, limit: int = 30) -> list[sqlite3.Row]:
+        """(params, duration_s) of the last `limit` ok runs of `benchmark` on this system with a measured
+        duration, newest first: what the tuner measures the harness's cost of one run with
+        (tune.trials.measured_startup)."""
+        return self.conn.execute("SELECT params, duration_s FROM runs WHERE benchmark=? AND status='ok' AND "
                                  "system_id=? AND duration_s IS NOT NULL ORDER BY started_at DESC LIMIT ?",
-                                 (system_id, int(limit))).fetchall()
+                                 (benchmark, system_id, int(limit))).fetchall()
 
     def find_runs(self, columns: Iterable[str] | None = None, extracts: Iterable[tuple[str, str]] = (),
                   **alternatives: Iterable[str]) -> list[sqlite3.Row]:

@@ -1,13 +1,18 @@
-"""The budgeted HPL tuner (`clusterbench tune hpl`) and what the rest of clusterbench knows about tuning.
+"""The budgeted tuner (`clusterbench tune hpl`) and what the rest of clusterbench knows about tuning.
 
-- `search`: the search itself, independent of HPL: a space of discrete dimensions, fidelity levels
-  (small N prunes, large N decides), successive halving under a time budget, a prior that orders
+The tuner knows no benchmark: it asks the benchmark's tuning declaration (its class attribute `tuning`,
+a bench/declare.py `Tuning`; HPL's is bench/hpl/tuning.py) for its space, its fidelity knob and levels,
+the model that predicts a trial, and the input file of the best configuration.
+
+- `search`: the search itself: a space of discrete dimensions, fidelity levels (a small problem
+  prunes, a large one decides), successive halving under a time budget, a prior that orders
   candidates, repeats and robust statistics for finalists. Deterministic for a seed and the values
   it is given, so replaying stored trials reproduces every decision (that is how a second call resumes).
-- `space`: HPL's search space from the planner (NB, grids, layouts, BLAS variants, the algorithm
-  knobs) and the user's `--space KEY=VALUES`, bounded and checked against memory before anything runs.
-- `hpl`: the HPL evaluator: one trial is one stored `hpl` run (deterministic id per session,
+- `space`: the session's space (the declaration's, with the user's `--space KEY=VALUES`, bounded and
+  checked before anything runs), its fixed values and its levels.
+- `trials`: the evaluator: one trial is one stored run of the benchmark (deterministic id per session,
   configuration, level and repeat), looked up in the store before it is run.
-- `rates`: the measured inputs of the HPL performance model (bench/hpl/model.py) read from the store.
-- `known`: the best HPL configuration known for a system, from tuning sessions or stored runs.
+- `session`: one session from the options to the search, its refusals and its outputs.
+- `rates`: the measured inputs of the declaration's model (HPL's: bench/hpl/model.py) read from the store.
+- `known`: the best configuration known for a system, from tuning sessions or stored runs.
 """

@@ -1,39 +1,40 @@
-"""One tuning session of HPL: from the options (or a campaign block) to the search, its refusals and outputs.
+"""One tuning session of a benchmark: from the options (or a campaign block) to the search, its refusals
+and outputs. What is the benchmark's (its space, fidelity levels, model, input file) its tuning
+declaration says (bench/declare.py's `Tuning`; HPL's in bench/hpl/tuning.py).
 
 Everything that can be refused is refused here, before anything runs (exit 2, saying which option or
-which line of the campaign file): an unknown or out-of-bounds space key, an N that does not fit in
-memory, a budget smaller than the cheapest trial. The session's name is a hash of what decides its
-trials (system, site, space, fixed values, levels' N, seed), so the same call made again is the same
-session and replays what it finished. The CLI and benchmarks/tuner_vs_sweep.py both go through here.
+which line of the campaign file): an unknown or out-of-bounds space key, a fidelity (HPL: an N) that
+does not fit in memory, a budget smaller than the cheapest trial. The session's name is a hash of what
+decides its trials (system, site, space, fixed values, levels' fidelities, seed), so the same call made
+again is the same session and replays what it finished. The CLI and benchmarks/tuner_vs_sweep.py both
+go through here.
 """
 
 from __future__ import annotations
 
 import csv
-import dataclasses
 import hashlib
 import io
+import itertools
 import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clusterbench.bench.hpl.benchmark import knob_input
-from clusterbench.bench.hpl.input import HplInput, render_hpl_dat
-from clusterbench.bench.hpl.model import Problem, Rates, predict
-from clusterbench.bench.hpl.planner import DEFAULT_NB
-from clusterbench.bench.hpl.timing import PLANNING_STARTUP_S
+from clusterbench.bench.declare import Tuning
 from clusterbench.errors import UserInputError
 from clusterbench.launch.site import LOCAL, Site
 from clusterbench.store.db import Store
 from clusterbench.system.discover import SystemInfo
-from clusterbench.tune.hpl import HplEvaluator, check_trial, config_params, measured_startup, system_rates
+from clusterbench.tune.rates import DEFAULT_BENCHMARK, declared, rates_for
 from clusterbench.tune.search import Config, Sample, SearchResult, search
-from clusterbench.tune.space import MAX_LEVELS, Grid, HplSpace, build_space, level_ns, top_n
+from clusterbench.tune.space import TuneSpace, build_space
+from clusterbench.tune.trials import TrialEvaluator, check_trial, measured_startup
 
 MAX_BUDGET_S = 7 * 24 * 3600.0
 MAX_REPEATS = 20
+MAX_LEVELS = 6
 
 
 @dataclass
@@ -42,7 +43,7 @@ class TuneOptions:
     n: int | None = None
     nodes: int = 1
     space: dict = field(default_factory=dict)  # key -> values as written
-    fixed: dict = field(default_factory=dict)  # hpl parameters every trial shares (a campaign block's params:)
+    fixed: dict = field(default_factory=dict)  # parameters every trial shares (a campaign block's params:)
     levels: int = 3
     eta: int = 3
     seed: int = 0
@@ -53,26 +54,32 @@ class TuneOptions:
     env: dict = field(default_factory=dict)
     option: Callable[[str], str] = field(default=lambda key: f"--space {key}")  # where a key was written
     where: Callable[[str], str] = field(default=lambda opt: opt)  # where an option was written ('--n', ...)
+    tuning: Tuning | None = None  # the benchmark's tuning declaration (None: rates.DEFAULT_BENCHMARK's)
 
 
 @dataclass
 class TuneSession:
     name: str
     options: TuneOptions
-    hspace: HplSpace
-    evaluator: HplEvaluator
+    tspace: TuneSpace
+    evaluator: TrialEvaluator
     rates_source: str
     site: Site
     request: str = ""  # the key its model inputs are kept under once it runs (_request_key)
 
     @property
     def levels(self) -> int:
-        return len(self.hspace.ns)
+        return len(self.tspace.fidelities)
+
+    @property
+    def tuning(self) -> Tuning:
+        return self.evaluator.tuning
 
     def cheapest(self) -> tuple[float, Config]:
-        """The cheapest level-0 trial's estimate (over NB x grid x BLAS; the knobs do not change it)."""
+        """The cheapest level-0 trial's estimate (over the declaration's cost_keys, HPL's NB x grid x BLAS;
+        the other knobs do not change it)."""
         best: tuple[float, Config] | None = None
-        for config in _cost_configs(self.hspace):
+        for config in _cost_configs(self.tspace, self.tuning):
             cost = self.evaluator.estimate_s(config, 0)
             if best is None or cost < best[0]:
                 best = (cost, config)
@@ -81,21 +88,22 @@ class TuneSession:
 
     def sweep_estimate_s(self, repeats: int = 1) -> float:
         """Every point of the space once (or `repeats` times) at the top level, by the model."""
-        others = self.hspace.space.size // max(len(list(_cost_configs(self.hspace))), 1)
+        others = self.tspace.space.size // max(len(list(_cost_configs(self.tspace, self.tuning))), 1)
         top = self.levels - 1
-        return sum(self.evaluator.estimate_s(c, top) for c in _cost_configs(self.hspace)) * others * repeats
+        return sum(self.evaluator.estimate_s(c, top) for c in _cost_configs(self.tspace, self.tuning)) * others \
+            * repeats
 
     def first_round_s(self) -> tuple[float, str]:
         """The search's first bracket (eta^levels candidates at level 0, 1/eta of them promoted at each level,
         the finalist's repeats and a short race), by the mean estimate of each level: below it nothing runs."""
         eta, repeats, levels = self.options.eta, self.options.repeats, self.levels
-        configs = list(_cost_configs(self.hspace))
-        alive, cost, parts = min(eta ** levels, self.hspace.space.size), 0.0, []
+        configs = list(_cost_configs(self.tspace, self.tuning))
+        alive, cost, parts = min(eta ** levels, self.tspace.space.size), 0.0, []
         for level in range(levels):
             mean = sum(self.evaluator.estimate_s(c, level) for c in configs) / len(configs)
             count = alive + ((repeats - 1) + eta if level == levels - 1 else 0)
             cost += mean * count
-            parts.append(f"{count} at N={self.hspace.ns[level]}")
+            parts.append(f"{count} at {self.fidelity_text(level)}")
             alive = math.ceil(alive / eta)
         return cost, ", ".join(parts)
 
@@ -103,7 +111,7 @@ class TuneSession:
         cost, config = self.cheapest()
         budget = f"{self.options.where('--budget')} {_nice_duration(self.options.budget_s)}"
         if self.options.budget_s < cost:
-            raise UserInputError(f"{budget} is less than one trial (about {cost:.0f} s: N={self.hspace.ns[0]} at "
+            raise UserInputError(f"{budget} is less than one trial (about {cost:.0f} s: {self.fidelity_text(0)} at "
                                  "level 0)",
                                  hint=f"give --budget {_nice_duration(cost * 1.5)} or more, or a smaller --n")
         first, parts = self.first_round_s()
@@ -116,27 +124,29 @@ class TuneSession:
         """Keep the model's inputs under the request's key as it begins (`prepare` reads them on a resume)."""
         ev = self.evaluator
         if ev.store is not None and self.request:
-            ev.store.keep_first(self.request, {"rates": dataclasses.asdict(ev.rates), "source": self.rates_source,
+            ev.store.keep_first(self.request, {"rates": self.tuning.inputs_dict(ev.rates), "source": self.rates_source,
                                                "startup_s": ev.startup_s})
+
+    def fidelity_text(self, level: int) -> str:
+        """A level's fidelity as messages write it ('N=1000' for HPL's n)."""
+        return f"{self.tuning.fidelity.upper()}={self.tspace.fidelities[level]}"
 
     def run(self, progress: Callable[[Sample, SearchResult], None] | None = None) -> SearchResult:
         cost, config = self.cheapest()
         self.evaluator.preflight(config)
         self.keep_inputs()
-        return search(self.hspace.space, self.levels, self.evaluator, self.options.budget_s, seed=self.options.seed,
+        return search(self.tspace.space, self.levels, self.evaluator, self.options.budget_s, seed=self.options.seed,
                       prior=self.evaluator.prior, eta=self.options.eta, final_repeats=self.options.repeats,
                       progress=progress)
 
 
-def _cost_configs(hspace: HplSpace):
-    """One configuration per (nb, grid, blas): the dimensions the model's cost depends on."""
-    dims = hspace.space.dims
-    rest = {k: v[0] for k, v in dims.items() if k not in ("nb", "grid", "blas")}
-    for nb in dims.get("nb", [None]):
-        for grid in dims.get("grid", [None]):
-            for blas in dims.get("blas", [None]):
-                values = rest | {k: v for k, v in (("nb", nb), ("grid", grid), ("blas", blas)) if v is not None}
-                yield Config.of(values)
+def _cost_configs(tspace: TuneSpace, tuning: Tuning):
+    """One configuration per combination of the declaration's cost_keys (HPL: nb, grid, blas): the dimensions
+    the model's cost depends on; the other dimensions at their first value."""
+    dims = tspace.space.dims
+    rest = {k: v[0] for k, v in dims.items() if k not in tuning.cost_keys}
+    for combo in itertools.product(*(dims.get(k, [None]) for k in tuning.cost_keys)):
+        yield Config.of(rest | {k: v for k, v in zip(tuning.cost_keys, combo, strict=True) if v is not None})
 
 
 def _nice_duration(seconds: float) -> str:
@@ -147,38 +157,43 @@ def _nice_duration(seconds: float) -> str:
     return f"{math.ceil(seconds / 3600)}h"
 
 
-def _request_key(system: SystemInfo, site_key: str, o: TuneOptions) -> str:
+def _request_key(system: SystemInfo, site_key: str, o: TuneOptions, tuning: Tuning) -> str:
     """What a call asks for, as far as it decides the session's trials. The budget counts only without --n
-    (it then sizes N): a call made again with another budget continues the same session."""
-    blob = json.dumps([system.fingerprint(), site_key, o.space, o.fixed, o.n, None if o.n else o.budget_s, o.nodes,
-                       o.levels, o.eta, o.seed, o.name], sort_keys=True, default=str)
+    (it then sizes the top level): a call made again with another budget continues the same session. The
+    benchmark counts when it is not the default one, so the default's keys stay those its sessions began with."""
+    asked = [system.fingerprint(), site_key, o.space, o.fixed, o.n, None if o.n else o.budget_s, o.nodes,
+             o.levels, o.eta, o.seed, o.name]
+    if tuning.benchmark != DEFAULT_BENCHMARK:
+        asked.append(tuning.benchmark)
+    blob = json.dumps(asked, sort_keys=True, default=str)
     return f"tune-inputs:{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
 
 
-def _kept_inputs(store: Store | None, request: str) -> tuple[Rates, str, float] | None:
-    """The model's rates, their source and the start-up cost a session of this request began with.
+def _kept_inputs(store: Store | None, request: str, tuning: Tuning) -> tuple[object, str, float] | None:
+    """The model's inputs (rates), their source and the start-up cost a session of this request began with.
 
     A resumed session must decide as the first call did: the rates and the start-up cost are fitted from
     the store, which by then holds the session's own trials, and refitted they reorder the candidates
     and change which trials fit the budget, so finished trials would not be replayed."""
     kept = store.first_kept(request) if store is not None else None
     try:
-        return (Rates(**kept["rates"]), f"{kept['source']} (as when this session began)",
+        return (tuning.inputs_from(kept["rates"]), f"{kept['source']} (as when this session began)",
                 float(kept["startup_s"])) if kept else None
     except (KeyError, TypeError, ValueError):
         return None
 
 
-def session_name(system: SystemInfo, site_key: str, hspace: HplSpace, seed: int) -> str:
-    blob = json.dumps([system.fingerprint(), site_key, hspace.space.dims, hspace.fixed, hspace.ns, hspace.nodes, seed],
-                      sort_keys=True, default=str)
-    return f"tune-hpl-{hashlib.sha256(blob.encode()).hexdigest()[:10]}"
+def session_name(system: SystemInfo, site_key: str, tspace: TuneSpace, seed: int, benchmark: str) -> str:
+    blob = json.dumps([system.fingerprint(), site_key, tspace.space.dims, tspace.fixed, tspace.fidelities,
+                       tspace.nodes, seed], sort_keys=True, default=str)
+    return f"tune-{benchmark}-{hashlib.sha256(blob.encode()).hexdigest()[:10]}"
 
 
 def prepare(store: Store | None, options: TuneOptions, system: SystemInfo, *, site: Site = LOCAL,
             site_key: str = "", system_id: str | None = None, reporter=None) -> TuneSession:
     """The session for these options, every refusal made (nothing has run)."""
     o = options
+    tuning = o.tuning or declared()
     if not 0 < o.budget_s <= MAX_BUDGET_S:
         raise UserInputError(f"{o.where('--budget')}: must be positive and at most 7 days")
     if not 1 <= o.levels <= MAX_LEVELS:
@@ -190,43 +205,22 @@ def prepare(store: Store | None, options: TuneOptions, system: SystemInfo, *, si
                              "(a best is never one sample)")
     if not 1 <= o.nodes <= 4096:
         raise UserInputError(f"{o.where('--nodes')} {o.nodes}: must be 1 to 4096")
-    space, fixed = build_space(system, o.nodes, o.space, option=o.option, fixed=o.fixed)
-    request = _request_key(system, site_key, o)
-    kept = _kept_inputs(store, request)
-    rates, source = (kept[0], kept[1]) if kept else system_rates(store, system, o.nodes)
-    hspace = HplSpace(space, fixed, [], o.nodes)
-    threads = max(system.topology.cores_total, 1)
-
-    def solve_n_for(seconds: float) -> int:
-        lo, hi = 8, 1_000_000
-        while hi - lo > 8:
-            mid = (lo + hi) // 2
-            if predict(Problem(mid, DEFAULT_NB, 1, 1, o.nodes, threads * o.nodes), rates).seconds < seconds:
-                lo = mid
-            else:
-                hi = mid
-        return lo
-
-    n_top = top_n(system, o.nodes, o.n, o.budget_s, solve_n_for, o.where("--n"))
-    hspace.ns = level_ns(n_top, o.levels, o.eta)
-    nbs = [nb for nb in space.dims.get("nb", []) if nb <= hspace.ns[0]]
-    if "nb" in space.dims:
-        if not nbs:
-            raise UserInputError(f"{o.option('nb')}: every NB is larger than the smallest trial's N={hspace.ns[0]}",
-                                 hint="give smaller NBs or a larger --n")
-        space.dims["nb"] = nbs
+    space, fixed = build_space(tuning, system, o.nodes, o.space, option=o.option, fixed=o.fixed)
+    request = _request_key(system, site_key, o, tuning)
+    kept = _kept_inputs(store, request, tuning)
+    rates, source = (kept[0], kept[1]) if kept else rates_for(store, system, o.nodes, tuning=tuning)
+    fidelities = tuning.levels(space, system, o.nodes, o.n, o.budget_s, rates, o.levels, o.eta, o.option, o.where)
+    tspace = TuneSpace(space, fixed, fidelities, o.nodes)
     if o.final_n is not None:
-        from clusterbench.tune.space import check_memory, memory_limit
-
-        check_memory(o.final_n, memory_limit(system, o.nodes), o.where("--final-n"))
-    name = o.name or session_name(system, site_key, hspace, o.seed)
-    startup_s = kept[2] if kept else measured_startup(store, system_id, rates) or PLANNING_STARTUP_S
-    evaluator = HplEvaluator(store, name, hspace, system, rates, site, system_id, timeout_s=o.timeout_s,
-                             env=dict(o.env), startup_s=startup_s)
+        tuning.check_fidelity(o.final_n, system, o.nodes, o.where("--final-n"))
+    name = o.name or session_name(system, site_key, tspace, o.seed, tuning.benchmark)
+    startup_s = kept[2] if kept else measured_startup(store, system_id, tuning, rates) or tuning.startup_s
+    evaluator = TrialEvaluator(store, name, tuning, tspace, system, rates, site, system_id, timeout_s=o.timeout_s,
+                               env=dict(o.env), startup_s=startup_s)
     if reporter is not None:
         evaluator.reporter = reporter
-    session = TuneSession(name, o, hspace, evaluator, source, site, request)
-    for config in _cost_configs(hspace):
+    session = TuneSession(name, o, tspace, evaluator, source, site, request)
+    for config in _cost_configs(tspace, tuning):
         check_trial(evaluator, config, o.option("space"))
     session.check_budget()
     return session
@@ -263,27 +257,21 @@ def trial_points(result: SearchResult) -> list[tuple[float, float, int, bool]]:
     return out
 
 
-def best_point(session: TuneSession, config: Config, n: int) -> dict:
+def best_point(session: TuneSession, config: Config, fidelity) -> dict:
+    """The top level's point of a configuration at another fidelity (--final-n)."""
     point = session.evaluator.point(config, session.levels - 1)
-    point["n"] = n
+    point[session.tuning.fidelity] = fidelity
     return point
 
 
-def hpl_dat(point: dict) -> str:
-    """HPL.dat for one configuration (one N, NB, grid and its knobs)."""
-    inp = HplInput(ns=[point["n"]], nbs=[point["nb"]], grids=[(point["p"], point["q"])],
-                   threshold=point.get("threshold", 16.0), **knob_input(point))
-    return render_hpl_dat(inp)
-
-
 def trials_csv(session: TuneSession, result: SearchResult) -> str:
-    dims = list(session.hspace.space.dims)
+    dims = list(session.tspace.space.dims)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["order", "run_id", "level", "n", "repeat", *dims, "gflops", "valid", "seconds", "replayed"])
     for i, s in enumerate(result.trials):
         values = s.config.as_dict()
-        w.writerow([i, s.run_id or "", s.level, session.hspace.ns[s.level], s.repeat,
+        w.writerow([i, s.run_id or "", s.level, session.tspace.fidelities[s.level], s.repeat,
                     *[values.get(d, "") for d in dims], "" if not math.isfinite(s.value) else f"{s.value:.4f}",
                     int(s.valid), f"{s.seconds:.2f}", int(s.replayed)])
     return buf.getvalue()
@@ -304,12 +292,12 @@ def summary(session: TuneSession, result: SearchResult) -> dict:
     ev = session.evaluator
     best = result.best
     return {
-        "session": session.name, "levels_n": session.hspace.ns, "space": session.hspace.space.dims,
-        "space_size": session.hspace.space.size, "fixed": session.hspace.fixed, "rates": session.rates_source,
+        "session": session.name, "levels_n": session.tspace.fidelities, "space": session.tspace.space.dims,
+        "space_size": session.tspace.space.size, "fixed": session.tspace.fixed, "rates": session.rates_source,
         "best": None if best is None else {
-            "config": best.config.as_dict(), "params": config_params(best.config), "level": best.level,
-            "n": session.hspace.ns[best.level], "median_gflops": best.median, "ci95": [best.ci_low, best.ci_high],
-            "ci_coverage": best.ci_level, "samples": best.samples},
+            "config": best.config.as_dict(), "params": session.tuning.config_params(best.config.as_dict()),
+            "level": best.level, "n": session.tspace.fidelities[best.level], "median_gflops": best.median,
+            "ci95": [best.ci_low, best.ci_high], "ci_coverage": best.ci_level, "samples": best.samples},
         "finalists": [{"config": f.config.as_dict(), "median_gflops": f.median, "ci95": [f.ci_low, f.ci_high],
                        "ci_coverage": f.ci_level, "samples": f.samples,
                        "indistinguishable_from_best": f.indistinguishable} for f in finalists(result)],
@@ -320,18 +308,16 @@ def summary(session: TuneSession, result: SearchResult) -> dict:
 
 
 def write_outputs(session: TuneSession, result: SearchResult, out: Path) -> dict[str, Path]:
-    """HPL.dat (the best configuration at --final-n, default the top N), trials.csv and summary.json."""
+    """The benchmark's input file for the best configuration (HPL.dat, at --final-n, default the top level's),
+    trials.csv and summary.json."""
     out.mkdir(parents=True, exist_ok=True)
     paths = {"trials": out / "trials.csv", "summary": out / "summary.json"}
     paths["trials"].write_text(trials_csv(session, result))
     paths["summary"].write_text(json.dumps(summary(session, result), indent=2, default=str))
     if result.best is not None:
-        n = session.options.final_n or session.hspace.ns[-1]
-        paths["hpl_dat"] = out / "HPL.dat"
-        paths["hpl_dat"].write_text(hpl_dat(best_point(session, result.best.config, n)))
+        tuning = session.tuning
+        fidelity = session.options.final_n or session.tspace.fidelities[-1]
+        key, filename = tuning.best_input
+        paths[key] = out / filename
+        paths[key].write_text(tuning.render_input(best_point(session, result.best.config, fidelity)))
     return paths
-
-
-def grid_text(config: Config) -> str:
-    value = config.as_dict().get("grid")
-    return Grid.parse(value).text if value else ""

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import ClassVar
 
+from clusterbench.bench.declare import Tuning, declared_later
 from clusterbench.bench.hpl import output
 from clusterbench.bench.hpl.input import BCAST, PFACT, PMAP, RFACT, SWAP, HplInput, render_hpl_dat
 from clusterbench.bench.hpl.output import hpl_outcome
@@ -137,6 +138,7 @@ def xhpl_origin(binary: str) -> str:
 
 class Hpl(HplFamily):
     name = "hpl"
+    tuning: ClassVar[Tuning | None] = declared_later("clusterbench.bench.hpl.tuning:TUNING")
     binary_names = ("xhpl",)
     env_var = "CLUSTERBENCH_XHPL"
     install_hint = "run `clusterbench build hpl` (or set $CLUSTERBENCH_XHPL, or put a built xhpl on PATH)"

@@ -32,10 +32,10 @@ and adds what that crude machine model leaves out but real machines show:
   single process sends nothing. With P, Q > 1 the communication is exactly HPL's formula.
 - **A calibration factor.** `efficiency` divides the whole time: what the terms above miss
   (start of the BLAS threads, cache effects, the operating system, imperfect overlap) is fitted
-  to measured HPL runs of the system (tune/rates.py), 1 when none were measured.
+  to measured HPL runs of the system (tuning.py's fit_rates), 1 when none were measured.
 
 Gflop/s are computed as HPL prints them: (2/3 N^3 + 3/2 N^2) / time. The rates are those of the
-node count asked for: across nodes when nodes > 1 (tune/rates.py picks them); the model knows
+node count asked for: across nodes when nodes > 1 (tuning.py's model_rates picks them); the model knows
 no hierarchy of links and no sharing of a node's network card between its ranks.
 """
 
@@ -52,7 +52,8 @@ BYTES_PER_DOUBLE = 8
 
 @dataclass(frozen=True)
 class Rates:
-    """What the model needs to know of a machine, measured (tune/rates.py reads them from the store)."""
+    """What the model needs to know of a machine, measured (tuning.py's model_rates, from the values
+    tune/rates.py reads from the store)."""
 
     core_gflops: float  # DGEMM rate of one core at a large NB, Gflop/s
     latency_s: float  # one MPI message between two ranks (across nodes when nodes > 1)
