@@ -2,7 +2,7 @@
 """The budgeted tuner against an exhaustive sweep of the same space (issue 20, item 5).
 
 1. Sweep: every point of a defined space at one N, each `--repeats` times (default 3), through the
-   tuner's own trial path (tune.hpl.HplEvaluator: one stored `hpl` run per trial), timed. Its best
+   tuner's own trial path (tune.trials.TrialEvaluator: one stored `hpl` run per trial), timed. Its best
    configuration is the one with the best median.
 2. Tuner: for each budget fraction (default 5%, 10%, 15% of the sweep's wall time) and each seed
    (`--seeds`, default 3), `clusterbench tune hpl`'s session (tune.session) with its top level at the
@@ -82,7 +82,7 @@ def main() -> int:
     from clusterbench.system.discover import discover
     from clusterbench.tune.search import Config
     from clusterbench.tune.session import TuneOptions, prepare
-    from clusterbench.tune.space import distinct_layouts
+    from clusterbench.bench.hpl.tuning import distinct_layouts
 
     tag = uuid.uuid4().hex[:6]  # fresh session names: every trial here is measured, none replayed
     site, site_key = LOCAL, ""

@@ -193,7 +193,6 @@ def _run(store, session, out: Path, as_json: bool) -> None:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from clusterbench.campaign.engine import campaign_lock
-    from clusterbench.launch.process import signals_as_interrupt
     from clusterbench.report.tune import best_so_far_svg
     from clusterbench.tune.session import summary, tag_best, trial_points, write_outputs
 
@@ -211,13 +210,8 @@ def _run(store, session, out: Path, as_json: bool) -> None:
         note = f"L{sample.level} {sample.config.key()[:70]} {value}{' (stored)' if sample.replayed else ''}"
         progress.update(task, completed=min(spent[0], budget), spent=spent[0], note=escape(note))
 
-    try:
-        with campaign_lock(store.path, session.name), progress, signals_as_interrupt():
-            result = session.run(on_trial)  # SIGTERM/SIGHUP between trials stop it like Ctrl-C
-    except KeyboardInterrupt:
-        err_console.print(f"[yellow]interrupted[/]: finished trials are stored; run the same command again to "
-                          f"continue session {session.name}")
-        raise typer.Exit(130) from None
+    with campaign_lock(store.path, session.name), progress:
+        result = session.run(on_trial)  # interrupted: the CLI's one handler says how to continue
     tag_best(store, session, result)
     paths = write_outputs(session, result, out)
     svg = out / "best-so-far.svg"

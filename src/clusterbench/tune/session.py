@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusterbench.bench.declare import Tuning
-from clusterbench.errors import UserInputError
+from clusterbench.errors import Interrupted, UserInputError
+from clusterbench.launch.process import signals_as_interrupt
 from clusterbench.launch.site import LOCAL, Site
 from clusterbench.store.db import Store
 from clusterbench.system.discover import SystemInfo
@@ -135,9 +136,14 @@ class TuneSession:
         cost, config = self.cheapest()
         self.evaluator.preflight(config)
         self.keep_inputs()
-        return search(self.tspace.space, self.levels, self.evaluator, self.options.budget_s, seed=self.options.seed,
-                      prior=self.evaluator.prior, eta=self.options.eta, final_repeats=self.options.repeats,
-                      progress=progress)
+        try:
+            with signals_as_interrupt():  # SIGTERM/SIGHUP between trials stop it like Ctrl-C
+                return search(self.tspace.space, self.levels, self.evaluator, self.options.budget_s,
+                              seed=self.options.seed, prior=self.evaluator.prior, eta=self.options.eta,
+                              final_repeats=self.options.repeats, progress=progress)
+        except (KeyboardInterrupt, Interrupted):
+            raise Interrupted(f"finished trials are stored; run the same command again to continue session "
+                              f"{self.name}") from None
 
 
 def _cost_configs(tspace: TuneSpace, tuning: Tuning):
