@@ -40,7 +40,7 @@ def summarise(info: SystemInfo, result: SuiteResult, db_path: str) -> dict:
                      "latency_us_avg": val("AvgPingPongLatency_usec"),
                      "bandwidth_gbs_max": val("MaxPingPongBandwidth_GBytes"),
                      "bandwidth_gbs_avg": val("AvgPingPongBandwidth_GBytes")},
-        "hpcc_stream_array_bytes": benchmark_class("hpcc").stream_elements(plan.n, plan.layout.ranks) * 8,
+        "hpcc_stream_array_bytes": benchmark_class("hpcc").vector_size(plan.n, plan.layout.ranks) * 8,
         "last_level_cache_bytes": info.topology.last_level_cache_bytes(),
         "stream_threads": _stream_scaling(result),
         "pingpong_curve": _pingpong_curve(result),

@@ -98,9 +98,10 @@ class Hpcc(HplFamily):
         return sections[-1] if sections else None
 
     # What `clusterbench run` asks of HPCC without naming this package: its binary, its run time model
-    # (budget.py), and the STREAM arrays it sizes from the HPL matrix (sizing.py).
+    # (budget.py), and the elements of each STREAM array it sizes from the HPL matrix (sizing.py), under
+    # HPCC's own name for them (STREAM_VectorSize).
     run_time = HpccTimeModel
-    stream_elements = staticmethod(hpcc_stream_elements)
+    vector_size = staticmethod(hpcc_stream_elements)
 
     @classmethod
     def find_binary(cls, path: str | None = None) -> str:
