@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import ClassVar
 
-from clusterbench.bench.declare import MetricSpec, OutputFormat, Tuning
+from clusterbench.bench.declare import Derived, MetricSpec, OutputFormat, Sizing, TimeModel, Tuning
 from clusterbench.bench.metrics import Outcome
 from clusterbench.bench.params import Param
 from clusterbench.launch.spec import Launch
@@ -40,6 +40,11 @@ class Benchmark(ABC):
     metrics: ClassVar[tuple[MetricSpec, ...]] = ()
     tuning: ClassVar[Tuning | None] = None  # what `clusterbench tune` searches (None: it cannot be tuned)
     install_hint: ClassVar[str] = ""
+    # How its runs are sized and timed, for the code that plans them (bench/declare.py): its one time model
+    # (None: no model of its run time), its default sizes, and the values a campaign derives per point.
+    time_model: ClassVar[TimeModel | None] = None
+    sizing: ClassVar[Sizing | None] = None
+    derived: ClassVar[tuple[Derived, ...]] = ()
 
     @classmethod  # noqa: B027 - an optional hook, empty by default
     def resolve(cls, point: dict, system: SystemInfo) -> None:

@@ -110,6 +110,106 @@ class MetricSpec:
         return converter(self.unit, unit or use.unit or self.unit)
 
 
+@dataclass(frozen=True)
+class TimeModel:
+    """How long one run of a benchmark of size n takes: its one time model, declared by the benchmark
+    (`time_model`) for every caller that plans, sizes or estimates its runs (`plan`, campaign estimates,
+    `clusterbench run` and its cluster check), so that none keeps a model of its own:
+
+        seconds(n) = startup_s + setup_coeff x n^2 + work(n) / rate
+
+    The start-up is a constant per run (mpirun, initialisation, allocation); the setup grows with the
+    data (generating and checking it, memory-bound); the solve is the benchmark's own operation count
+    at the rate the run achieves (Gflop/s), `efficiency` x Rpeak when nothing measured says better.
+
+    The model as declared is the solve alone (start-up and setup 0: sizing n for a solve time). Its two
+    other uses are declared with it, rather than kept by their callers as models of their own:
+    `planning()`, with a start-up margin on the safe side for any system and rank count (plans and
+    estimates with nothing measured), and `measured()`, with the start-up and setup measured for the
+    benchmark's program (fitting a tight budget, where a margin would waste it).
+    """
+
+    work: Callable[[float], float]  # floating-point operations of the solve at size n
+    size_for_work: Callable[[float], float]  # an upper bound of n whose work is within this many operations
+    efficiency: float  # rate / Rpeak assumed when nothing measured says better
+    startup_s: float = 0.0
+    setup_coeff: float = 0.0  # seconds per element of the n x n data
+    planning_startup_s: float = 0.0  # the margin of `planning()`
+    measured_startup_s: float = 0.0  # the terms of `measured()`
+    measured_setup_coeff: float = 0.0
+    use: str = "solve"  # which use of the model this is (solve, planning, measured): for messages
+
+    def using(self, use: str, startup_s: float = 0.0, setup_coeff: float = 0.0) -> TimeModel:
+        """The same model with other start-up and setup terms: one named use of it."""
+        return dataclasses.replace(self, use=use, startup_s=startup_s, setup_coeff=setup_coeff)
+
+    def planning(self) -> TimeModel:
+        """The use for plans and estimates with nothing measured: the start-up margin, no setup term."""
+        return self.using("planning", self.planning_startup_s)
+
+    def measured(self) -> TimeModel:
+        """The use for fitting a tight budget: the start-up and setup measured for the program."""
+        return self.using("measured", self.measured_startup_s, self.measured_setup_coeff)
+
+    def solve(self) -> TimeModel:
+        """The use for sizing n for a solve time: start-up and setup 0."""
+        return self.using("solve")
+
+    def rate(self, rpeak_gflops: float, efficiency: float | None = None) -> float:
+        """The rate (Gflop/s) assumed from a peak: `efficiency` (default the model's) x Rpeak."""
+        return rpeak_gflops * (self.efficiency if efficiency is None else efficiency)
+
+    def solve_seconds(self, n: float, gflops: float) -> float:
+        """The solve alone at `gflops` Gflop/s (what the benchmark prints as its time)."""
+        return self.work(n) / (gflops * 1e9)
+
+    def seconds(self, n: float, gflops: float) -> float:
+        """Wall time of one run of size n at `gflops` Gflop/s: start-up + setup + the solve."""
+        return self.startup_s + self.setup_coeff * n * n + self.solve_seconds(n, gflops)
+
+    def largest_n(self, seconds: float, gflops: float, step: int, n_max: int | None = None) -> int:
+        """The largest multiple of `step` (at most n_max) whose run takes at most `seconds`; 0 when none does."""
+        if step <= 0 or gflops <= 0:
+            return 0
+        # The solve alone bounds n; one step more against rounding.
+        bound = int(self.size_for_work(max(seconds, 0.0) * gflops * 1e9)) + step
+        if n_max is not None:
+            bound = min(bound, n_max)
+        n = max(bound, 0) // step * step
+        while n > 0 and self.seconds(n, gflops) > seconds:
+            n -= step
+        return n
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """The sizes a benchmark's runs are given when the user gives none: block sizes, memory filled.
+
+    Declared by the benchmark (`sizing`) for every command that runs, plans or tunes it, so that no
+    command keeps a default of its own."""
+
+    default_nb: int  # one run with nothing tuned or measured
+    short_run_nb: int  # runs of a few seconds at a small size (the cluster check)
+    plan_nb_range: str  # the block sizes a plan lists by default
+    tune_nb_range: str  # the block sizes a tuner searches by default
+    memory_fraction: float  # of memory the data fills by default
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A parameter value a campaign derives per point with `{name: {option: value, ...}}` (`n: {hpl_n:
+    {fraction: 0.8}}`): declared by the benchmark that knows how (`derived`), found by name through the
+    registry (`registry.derived(name)`), so that campaigns name no benchmark."""
+
+    name: str  # the key of the mapping in a campaign: hpl_n
+    options: frozenset[str]  # the options it takes
+    inputs: frozenset[str]  # the point's values it reads: derived ones among them are computed first
+    problem: Callable[[str, object], str | None]  # what is wrong with one option's value (None: nothing)
+    compute: Callable[..., object]  # (options, point, system) -> the value
+    schema: dict = dataclasses.field(default_factory=dict)  # JSON schema of its options (`clusterbench schema`)
+    example: str = ""  # how a campaign writes it, for help texts: {hpl_n: {fraction: 0.8}}
+
+
 # The metric that is a benchmark's figure of merit: the one its history follows (report/history.py, one
 # per benchmark). Declared on that metric with `merit(MetricSpec(...))`, so no report lists benchmarks.
 FIGURE_OF_MERIT = ReportUse("history", "merit")

@@ -17,7 +17,7 @@ import importlib
 from typing import NamedTuple
 
 from clusterbench.bench.base import Benchmark
-from clusterbench.bench.declare import BuildRecipe, MetricSpec, OutputFormat, ReportUse
+from clusterbench.bench.declare import BuildRecipe, Derived, MetricSpec, OutputFormat, ReportUse
 from clusterbench.errors import UserInputError
 
 # The built-in modules, in registry order: name, module, class. Imported when first needed, so
@@ -227,3 +227,21 @@ def build_recipe(name: str) -> BuildRecipe:
     if found is None:
         raise UserInputError(f"no build of {name!r}", hint="builds: " + ", ".join(r.name for r in build_recipes()))
     return found
+
+
+def derived(name: str) -> Derived | None:
+    """The derived value a campaign names `name` (`n: {hpl_n: {...}}`), as the benchmark that knows how
+    declares it (`derived`); None when no benchmark declares one of that name."""
+    for cls in registered():
+        for found in cls.derived:
+            if found.name == name:
+                return found
+    return None
+
+
+def derived_values() -> list[Derived]:
+    """Every derived value the benchmarks declare, in registry order (each once)."""
+    out: list[Derived] = []
+    for cls in registered():
+        out += [d for d in cls.derived if all(d.name != seen.name for seen in out)]
+    return out

@@ -30,11 +30,12 @@ from clusterbench.plan.ranges import is_range, parse_int_values
 from clusterbench.system.discover import SystemInfo
 
 if TYPE_CHECKING:  # a campaign file's models (pydantic); `bench` expands its one point without them (point.py)
+    from clusterbench.bench.declare import Derived
     from clusterbench.campaign.spec import BenchmarkBlock, Campaign
     from clusterbench.plan.expr import Expression
 
-# Imported where a block uses them (a derived value, a constraint, an env template): HPL's planner and
-# the expression parser cost ~15 ms at every start of a point that has none.
+# Imported where a block uses them (a derived value, a constraint, an env template): the benchmark that
+# declares a derived value and the expression parser cost ~15 ms at every start of a point that has none.
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, default=str)  # built once: ids are made 100,000s of times
 
@@ -251,29 +252,40 @@ def _split_params(ctx: _Block, params: dict) -> tuple[dict, dict]:
     for name, raw in params.items():
         if isinstance(raw, dict) and raw.keys() == {"expr"}:
             derived[name] = _expression(ctx, raw["expr"], "params", name, "expr")
-        elif isinstance(raw, dict) and raw.keys() == {"hpl_n"}:
-            from clusterbench.bench.hpl.planner import HPL_N_OPTIONS, hpl_n_problem
-
-            opts = raw["hpl_n"] or {}
+        elif isinstance(raw, dict) and len(raw) == 1 and (found := _declared(next(iter(raw)))) is not None:
+            opts = raw[found.name] or {}
             if not isinstance(opts, dict):
-                raise ctx.error("hpl_n takes a mapping of options", "params", name, "hpl_n")
-            unknown = set(opts) - HPL_N_OPTIONS
+                raise ctx.error(f"{found.name} takes a mapping of options", "params", name, found.name)
+            unknown = set(opts) - found.options
             if unknown:
-                raise ctx.error(f"unknown hpl_n option {sorted(unknown)[0]!r}", "params", name, "hpl_n",
-                                hint="hpl_n options: " + ", ".join(sorted(HPL_N_OPTIONS)))
+                raise ctx.error(f"unknown {found.name} option {sorted(unknown)[0]!r}", "params", name, found.name,
+                                hint=f"{found.name} options: " + ", ".join(sorted(found.options)))
             for option, value in opts.items():
-                problem = hpl_n_problem(option, value)
+                problem = found.problem(option, value)
                 if problem:
-                    raise ctx.error(f"hpl_n {option}: {problem}, got {value!r}", "params", name, "hpl_n", option)
-            derived[name] = ("hpl_n", opts)
+                    raise ctx.error(f"{found.name} {option}: {problem}, got {value!r}", "params", name, found.name,
+                                    option)
+            derived[name] = (found, opts)
         elif isinstance(raw, dict):
-            raise ctx.error("a mapping here must be {expr: '...'} or {hpl_n: {...}}", "params", name,
+            from clusterbench.bench.registry import derived_values
+
+            forms = "".join(f" or {{{d.name}: {{...}}}}" for d in derived_values())
+            raise ctx.error(f"a mapping here must be {{expr: '...'}}{forms}", "params", name,
                             hint="write a plain value, or derive it: {expr: 'cores // 2'}")
         elif is_range(raw):
             raise ctx.error("a range is a sweep: move it to space:", "params", name)
         else:
             literal[name] = raw
     return literal, derived
+
+
+def _declared(key: str) -> Derived | None:
+    """The derived value a benchmark declares under this name (`hpl_n`), through the registry."""
+    if key == "expr":
+        return None
+    from clusterbench.bench.registry import derived as declared
+
+    return declared(key)
 
 
 def _expression(ctx: _Block, text: Any, *where: str | int) -> Expression:
@@ -291,10 +303,9 @@ def _derivation_order(ctx: _Block, derived: dict, known: set[str]) -> list[str]:
     """Derived parameters in an order where each one's inputs come first (cycles refused)."""
     if not derived:
         return []
-    from clusterbench.bench.hpl.planner import HPL_N_INPUTS
     from clusterbench.plan.expr import Expression
 
-    deps = {name: (set(spec.names) if isinstance(spec, Expression) else HPL_N_INPUTS) & set(derived)
+    deps = {name: (set(spec.names) if isinstance(spec, Expression) else spec[0].inputs) & set(derived)
             for name, spec in derived.items()}
     order: list[str] = []
     while deps:
@@ -310,14 +321,14 @@ def _derivation_order(ctx: _Block, derived: dict, known: set[str]) -> list[str]:
 
 
 def _derive(ctx: _Block, name: str, spec: Any, scope: dict, system: SystemInfo) -> Any:
-    from clusterbench.bench.hpl.planner import hpl_n
     from clusterbench.plan.expr import Expression
 
     where = ("params", name)
     try:
         if isinstance(spec, Expression):
             return spec.evaluate(scope)
-        return hpl_n(spec[1], scope, system)
+        found, opts = spec
+        return found.compute(opts, scope, system)
     except UserInputError as exc:
         raise ctx.error(exc.message, *where, hint=exc.hint) from None
 

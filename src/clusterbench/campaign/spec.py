@@ -40,20 +40,15 @@ from clusterbench.campaign.source import duration_s as _duration
 from clusterbench.errors import UserInputError
 from clusterbench.limits import exceeded, limit
 
+_VALUE_DESCRIPTION = "a value; or a derived value {expr: '...'}"
+# The derived values the benchmarks declare (`{hpl_n: {...}}`) are added to it by `json_schema`, from the registry.
 _VALUE_SCHEMA = {
-    "description": "a value; or a derived value {expr: '...'} or {hpl_n: {fraction: 0.8}}",
+    "description": _VALUE_DESCRIPTION,
     "anyOf": [
         {"type": ["string", "number", "integer", "boolean"]},
         {"type": "array"},
         {"type": "object", "properties": {"expr": {"type": "string"}}, "required": ["expr"],
          "additionalProperties": False},
-        {"type": "object", "required": ["hpl_n"], "additionalProperties": False,
-         "properties": {"hpl_n": {"type": "object", "additionalProperties": False, "properties": {
-             "fraction": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
-             "memory": {"type": "string", "description": "memory per node, e.g. 2GiB (default: MemTotal)"},
-             "seconds": {"type": "number", "description": "size N for this HPL solve time instead"},
-             "efficiency": {"type": "number"},
-             "max": {"type": "integer", "description": "upper bound on N"}}}}},
     ],
 }
 _SPACE_SCHEMA = {
@@ -438,6 +433,40 @@ def _walk(node: yaml.Node, loc: Location, lines: dict[Location, int], path: str,
 
 def json_schema() -> dict:
     schema = Campaign.model_json_schema()
+    _with_derived_values(schema)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "clusterbench campaign"
     return schema
+
+
+def _with_derived_values(node: Any) -> None:
+    """Every parameter value's schema in `node`, with the derived values the benchmarks declare (bench/declare.py
+    `Derived`, `{hpl_n: {fraction: 0.8}}`) as more forms of it: asked of the registry, so no benchmark is named here."""
+    from clusterbench.bench.registry import derived_values
+
+    found = derived_values()
+    forms = [_keys_sorted({"type": "object", "required": [d.name], "additionalProperties": False,
+                           "properties": {d.name: d.schema}}) for d in found]
+    description = _VALUE_DESCRIPTION + "".join(f" or {d.example}" for d in found if d.example)
+
+    def visit(item: Any) -> None:
+        if isinstance(item, dict):
+            if item.get("description") == _VALUE_DESCRIPTION and "anyOf" in item:
+                item["description"] = description
+                item["anyOf"] = [*item["anyOf"], *forms]
+            for value in item.values():
+                visit(value)
+        elif isinstance(item, list):
+            for value in item:
+                visit(value)
+
+    visit(node)
+
+
+def _keys_sorted(item: Any, names: bool = False) -> Any:
+    """`item` with every mapping's keys in order, as pydantic writes the rest of the schema (the names of
+    `properties` stay in their declared order)."""
+    if isinstance(item, dict):
+        keys = list(item) if names else sorted(item)
+        return {key: _keys_sorted(item[key], key == "properties" and not names) for key in keys}
+    return [_keys_sorted(value) for value in item] if isinstance(item, list) else item

@@ -19,7 +19,7 @@ def run_on_cluster(inv, budget_s: float, *, interconnect: str, mpi: str | None, 
                    iperf: bool, rule, force: bool, dry_run: bool, as_json: bool, stage: bool = False,
                    pairs: bool = True) -> None:
     from clusterbench.analysis.cluster import stored_view
-    from clusterbench.bench.hpl.benchmark import find_xhpl
+    from clusterbench.bench.registry import benchmark_class
     from clusterbench.cli.cluster_cmd import print_preflight, run_preflight
     from clusterbench.launch.process import signals_as_interrupt
     from clusterbench.suite.cluster import check_inventory, plan_cluster, run_cluster
@@ -32,7 +32,7 @@ def run_on_cluster(inv, budget_s: float, *, interconnect: str, mpi: str | None, 
         request()
     local = discover()
     with open_store() as store:
-        binary = find_xhpl(xhpl, mpi) if hpl else None
+        binary = benchmark_class("hpl").find_binary(xhpl, mpi) if hpl else None
         if hpl and not binary and not dry_run:
             binary = _build_xhpl(mpi, as_json)
         preflight = run_preflight(inv, [binary] if binary else [], quiet=as_json, mpis=(mpi,),

@@ -2,7 +2,6 @@
 
 
 import json
-from dataclasses import asdict
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
@@ -10,10 +9,16 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from clusterbench.bench.hpl.planner import DEFAULT_EFFICIENCY, DEFAULT_MEMORY_FRACTION, PLAN_NB_RANGE
 from clusterbench.bench.params import MAX_COUNT, MAX_N
+from clusterbench.bench.registry import benchmark_class
 from clusterbench.cli.app import app, console
 from clusterbench.errors import UserInputError
+
+# HPL's defaults, as the benchmark declares them (its sizing and its one time model).
+_HPL = benchmark_class("hpl")
+DEFAULT_EFFICIENCY = _HPL.time_model.efficiency
+DEFAULT_MEMORY_FRACTION = _HPL.sizing.memory_fraction
+PLAN_NB_RANGE = _HPL.sizing.plan_nb_range
 
 
 class Interconnect(str, Enum):
@@ -60,7 +65,6 @@ def plan(
 ) -> None:
     """Plan HPL (N per NB, grids, layouts, input files), or list a campaign file's runs and time."""
     from clusterbench.analysis.efficiency import learned_hpl_efficiency
-    from clusterbench.bench.hpl.planner import plan_hpl
     from clusterbench.plan.ranges import parse_int_values
     from clusterbench.system.discover import discover, system_from_file
     from clusterbench.units import format_bytes, parse_duration, parse_size
@@ -89,8 +93,9 @@ def plan(
     per_node = parse_size(memory, "--memory") if memory else None
     seconds = parse_duration(time_budget, "--time") if time_budget and n is None else None
     eff = efficiency if efficiency is not None else learned_hpl_efficiency(info)
-    result = plan_hpl(info, nbs, nodes, per_node, fraction, seconds, eff, layout.value, ranks,
-                      interconnect == Interconnect.ethernet, n, (p, q) if p is not None else None)
+    result = _HPL.plan(info, nbs, nodes=nodes, memory_per_node=per_node, fraction=fraction, seconds=seconds,
+                       efficiency=eff, layout=layout.value, ranks=ranks,
+                       ethernet=interconnect == Interconnect.ethernet, n=n, grid=(p, q) if p is not None else None)
     for path, text in ((write_hpl_dat, result.hpl_dat), (write_hpccinf, result.hpccinf)):
         if path:
             path.write_text(text())
@@ -131,10 +136,9 @@ def format_seconds(seconds: float) -> str:
 
 
 def model_predictions(result, info, interconnect: str, from_file: bool) -> dict:
-    """The HPL model's time and Gflop/s of each row on the chosen grid, and of every grid at the row
-    the model finds fastest, with the rates' source (stored runs of this system, else fallbacks).
-    The store is only read; one that cannot be read leaves the fallbacks (planning must not stop)."""
-    from clusterbench.bench.hpl.model import Problem, predict
+    """The HPL model's view of the plan (the benchmark's `plan_predictions`), with the rates of stored runs of
+    this system, else fallbacks. The store is only read; one that cannot be read leaves the fallbacks
+    (planning must not stop)."""
     from clusterbench.store.db import Store
     from clusterbench.system.discover import discover
     from clusterbench.tune.rates import rates_for
@@ -145,19 +149,4 @@ def model_predictions(result, info, interconnect: str, from_file: bool) -> dict:
             rates, source = rates_for(store, system, result.nodes, interconnect=interconnect)
     except Exception:  # noqa: BLE001 - no store, or one that cannot be read: the fallbacks
         rates, source = rates_for(None, system, result.nodes, interconnect=interconnect)
-    threads = result.layout.threads_per_rank
-    p, q = result.grid
-    rows = []
-    for r in result.rows:
-        pred = predict(Problem(r.n, r.nb, p, q, result.nodes, threads), rates)
-        rows.append({"nb": r.nb, "n": r.n, "grid": f"{p}x{q}", "seconds": pred.seconds, "gflops": pred.gflops,
-                     "compute_s": pred.compute_s, "communication_s": pred.communication_s})
-    fastest = max(rows, key=lambda row: row["gflops"])
-    grids = []
-    for gp, gq in result.grids:
-        pred = predict(Problem(fastest["n"], fastest["nb"], gp, gq, result.nodes, threads), rates)
-        grids.append({"grid": f"{gp}x{gq}", "seconds": pred.seconds, "gflops": pred.gflops,
-                      "communication_s": pred.communication_s})
-    grids.sort(key=lambda g: -g["gflops"])
-    return {"source": source, "rates": asdict(rates), "rows": rows,
-            "grids_at": {"n": fastest["n"], "nb": fastest["nb"]}, "grids": grids}
+    return _HPL.plan_predictions(result, rates, source)

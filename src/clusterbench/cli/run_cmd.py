@@ -8,13 +8,15 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from clusterbench.bench.hpl.planner import DEFAULT_NB
 from clusterbench.bench.params import MAX_N
+from clusterbench.bench.registry import benchmark_class
 from clusterbench.cli.app import MpiOpt, app, console, err_console, eta_progress, open_store
 from clusterbench.cli.plan_cmd import LayoutName
 from clusterbench.cli.system_cmd import positive
 from clusterbench.errors import UserInputError
 from clusterbench.units import format_bytes
+
+DEFAULT_NB = benchmark_class("hpl").sizing.default_nb  # the block size of a run with nothing tuned or measured
 
 
 @app.command()
@@ -92,7 +94,6 @@ def run(
                        rule=Rule(z=outlier_z, min_deviation=outlier_deviation), force=force, dry_run=dry_run,
                        as_json=as_json, stage=stage, pairs=pairs)
         return
-    from clusterbench.bench.hpl.benchmark import find_xhpl
     from clusterbench.launch.process import signals_as_interrupt
     from clusterbench.suite.characterise import plan_suite, run_suite
     from clusterbench.suite.summary import summarise
@@ -111,6 +112,7 @@ def run(
     positive(flops_per_cycle, "--flops-per-cycle")
     positive(frequency, "--frequency")
     info = discover(flops_per_cycle, frequency)
+    find_xhpl = benchmark_class("hpl").find_binary
     xhpl_path = find_xhpl(xhpl) if xhpl else (find_xhpl() if hpl else None)
     with open_store() as store:
         plan = plan_suite(info, store, budget_s, full=full, n=n, nb=nb, layout_name=layout.value if layout else None,

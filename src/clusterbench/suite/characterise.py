@@ -16,11 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from clusterbench.bench.hpcc.benchmark import find_hpcc
-from clusterbench.bench.hpcc.budget import HpccTimeModel
-from clusterbench.bench.hpl.planner import DEFAULT_NB, check_problem, grids, n_for_memory
-from clusterbench.bench.hpl.timing import XHPL_SETUP_COEFF, XHPL_STARTUP_S, n_for_seconds, run_seconds
 from clusterbench.bench.layout import Layout, layouts
 from clusterbench.bench.metrics import Metric
 from clusterbench.bench.registry import benchmark_class
@@ -34,6 +31,9 @@ from clusterbench.launch.mpirun import require_mpirun
 from clusterbench.store.db import Store
 from clusterbench.system.discover import SystemInfo
 from clusterbench.tune.known import best_known
+
+if TYPE_CHECKING:
+    from clusterbench.bench.declare import TimeModel
 
 FULL_FRACTION = 0.80
 PINGPONG_MAX_LOG2 = 22  # 4 MiB: past HPCC's 2,000,000-byte messages, quick on any node
@@ -54,7 +54,7 @@ class SuitePlan:
     q: int
     layout: Layout
     estimate_s: float
-    model: HpccTimeModel
+    model: Any  # HPCC's run time model (the Hpcc class's `run_time`: HPL's plus the other tests')
     reason: str
     kernels: list[PlannedRun] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # kernels that cannot run here, with why
@@ -165,8 +165,9 @@ class StandaloneHpl:
 
 @dataclass(frozen=True)
 class XhplTimeModel:
-    """Wall time of one xhpl run: HPL's time model (bench/hpl/timing.py) with the start-up and the matrix's
-    generation and check (about c x N^2) measured for xhpl, and the solve at this rate.
+    """Wall time of one xhpl run: HPL's one time model (the Hpl class's `time_model`) in its measured use,
+    with the start-up and the matrix's generation and check (about c x N^2) measured for xhpl, and the
+    solve at this rate.
 
     The rate is the best evidence at hand: the known configuration's measured median, else HPL's
     efficiency learned from this system's HPCC runs, else the default efficiency. A rate measured at
@@ -175,12 +176,16 @@ class XhplTimeModel:
     gflops: float
     source: str
 
+    @staticmethod
+    def model() -> TimeModel:
+        return benchmark_class("hpl").time_model.measured()
+
     def seconds(self, n: int) -> float:
-        return run_seconds(n, self.gflops, XHPL_STARTUP_S, XHPL_SETUP_COEFF)
+        return self.model().seconds(n, self.gflops)
 
     def largest_n(self, budget_s: float, nb: int, n_max: int) -> int:
         """The largest multiple of NB (at most n_max) whose run fits the budget; 0 when none does."""
-        return n_for_seconds(budget_s, self.gflops, nb, XHPL_STARTUP_S, XHPL_SETUP_COEFF, n_max=n_max)
+        return self.model().largest_n(budget_s, self.gflops, nb, n_max=n_max)
 
 
 def plan_suite(system: SystemInfo, store: Store, budget_s: float, full: bool = False,
@@ -189,20 +194,21 @@ def plan_suite(system: SystemInfo, store: Store, budget_s: float, full: bool = F
     """Choose N, NB, grid and layout of HPCC and of the standalone HPL; refuse (exit 2) anything
     that cannot run. `standalone`: run xhpl too (`xhpl` given, found, or built first); it gets most
     of the budget, with the best configuration known for this system."""
-    find_hpcc()
+    hpcc = benchmark_class("hpcc")
+    hpcc.find_binary()
     require_mpirun()
     topo = system.topology
     all_layouts = layouts(system.nodes, topo.sockets, topo.cores_per_socket)
     if layout_name is not None and layout_name not in all_layouts:
         raise UserInputError(f"unknown layout {layout_name!r}", hint=f"choose one of: {', '.join(all_layouts)}")
     layout = all_layouts[layout_name or "mpi"]
-    hpcc_nb = nb or DEFAULT_NB
-    p, q = grids(layout.ranks)[0]
+    hpcc_nb = nb or hpcc.sizing.default_nb
+    p, q = hpcc.grids(layout.ranks)[0]
     rpeak = system.rpeak_total_gflops or 10.0
-    model = HpccTimeModel.learned(rpeak, store.hpcc_history(system.fingerprint()))
+    model = hpcc.run_time.learned(rpeak, store.hpcc_history(system.fingerprint()))
     available = system.memory.available_bytes if system.memory else system.memory_bytes()
     total = system.memory_bytes() or available
-    memory_n = n_for_memory(total, FULL_FRACTION, hpcc_nb) if total else 10 * hpcc_nb
+    memory_n = hpcc.n_for_memory(total, FULL_FRACTION, hpcc_nb) if total else 10 * hpcc_nb
     kernel_runs, skipped = plan_kernels(system, None if full or n else budget_s) if kernels else ([], [])
     kernel_s = sum(r.estimate_s or 0 for r in kernel_runs)
     hpl = _standalone_config(system, store, all_layouts, nb, layout_name, xhpl, model) if standalone else None
@@ -217,7 +223,7 @@ def plan_suite(system: SystemInfo, store: Store, budget_s: float, full: bool = F
         hpcc_n = model.largest_n(hpcc_budget, hpcc_nb, memory_n)
         reason = (f"largest N whose HPCC run fits {hpcc_budget:.0f} s of the {budget_s:.0f} s budget "
                   f"({model.source})")
-    check_problem(hpcc_n, hpcc_nb, p, q, layout.ranks, available)
+    hpcc.check_problem(hpcc_n, hpcc_nb, p, q, layout.ranks, available)
     plan = SuitePlan(hpcc_n, hpcc_nb, p, q, layout, model.seconds(hpcc_n) + kernel_s, model, reason,
                      kernels=kernel_runs, skipped=skipped)
     if hpl:
@@ -229,7 +235,7 @@ def plan_suite(system: SystemInfo, store: Store, budget_s: float, full: bool = F
 
 
 def _standalone_config(system: SystemInfo, store: Store, all_layouts: dict[str, Layout], nb: int | None,
-                       layout_name: str | None, xhpl: str | None, model: HpccTimeModel) -> StandaloneHpl:
+                       layout_name: str | None, xhpl: str | None, model: Any) -> StandaloneHpl:
     """The standalone HPL's configuration: the best known for this system (tune/known.py) unless the
     user's --nb or --layout says otherwise, else the planner's defaults."""
     known = best_known(store, system.fingerprint())
@@ -246,10 +252,11 @@ def _standalone_config(system: SystemInfo, store: Store, all_layouts: dict[str, 
                 config["nb"], measured = nb, None
                 source += f", NB={nb} from --nb"
     config.setdefault("layout", layout_name or "mpi")
-    config.setdefault("nb", nb or DEFAULT_NB)
+    hpl = benchmark_class("hpl")
+    config.setdefault("nb", nb or hpl.sizing.default_nb)
     lay = all_layouts[config["layout"]]
     if "p" not in config:
-        config["p"], config["q"] = grids(lay.ranks)[0]
+        config["p"], config["q"] = hpl.grids(lay.ranks)[0]
     rate = (XhplTimeModel(measured.gflops, f"the measured {measured.gflops:.1f} Gflop/s of {measured.source}")
             if measured else XhplTimeModel(model.rpeak_gflops * model.efficiency,
                                            f"{model.efficiency:.0%} of Rpeak ({model.source})"))
@@ -263,7 +270,8 @@ def _size_standalone(hpl: StandaloneHpl, n: int | None, full: bool, budget_s: fl
     what the budget leaves. False (with the reason in `skipped`) when the budget leaves too little."""
     rate = hpl.time_model
     nb = hpl.point["nb"]
-    memory_n = n_for_memory(total, FULL_FRACTION, nb) if total else 10 * nb
+    planner = benchmark_class("hpl")
+    memory_n = planner.n_for_memory(total, FULL_FRACTION, nb) if total else 10 * nb
     if n is not None:
         size, why = n, "N given with --n"
     elif full:
@@ -275,7 +283,8 @@ def _size_standalone(hpl: StandaloneHpl, n: int | None, full: bool, budget_s: fl
                            f"for a useful N; raise --budget (HPCC's HPL phase gives Rmax)")
             return False
         why = f"largest N whose xhpl run fits the {budget_s:.0f} s the budget leaves (rate: {rate.source})"
-    check_problem(size, nb, hpl.point["p"], hpl.point["q"], hpl.layout.ranks, available, require_multiple=False)
+    planner.check_problem(size, nb, hpl.point["p"], hpl.point["q"], hpl.layout.ranks, available,
+                          require_multiple=False)
     hpl.point["n"] = size
     hpl.estimate_s = rate.seconds(size)
     hpl.reason = why

@@ -29,8 +29,6 @@ from datetime import UTC, datetime
 from clusterbench.analysis.cluster import NODE_MEASURES, ClusterView, stored_view
 from clusterbench.analysis.cluster_tags import TAG_NODE, TAG_PAIR, TAG_PHASE, TAG_RUN
 from clusterbench.analysis.outliers import Rule
-from clusterbench.bench.hpl.planner import SHORT_RUN_NB, grids, n_for_memory
-from clusterbench.bench.hpl.timing import n_for_seconds
 from clusterbench.bench.registry import benchmark_class
 from clusterbench.campaign.expand import expand
 from clusterbench.campaign.spec import BenchmarkBlock, Campaign, CampaignError
@@ -55,9 +53,8 @@ PAIR_PASSES = 3  # every pair measured this often (passes apart in time); the be
 # unmodified virtual cluster, CI 2026-12-01, was a moment's noise; one pass more once left a node's DGEMM 34%
 # below the others on a machine loaded by other work).
 RECHECK_PASSES = 2
-GUESS_EFFICIENCY = 0.3  # of Rpeak, to size HPL when nothing measured says better
-HPL_OF_DGEMM = 0.6  # a small HPL's rate against the same node's DGEMM (panel work, start-up)
-HPL_ACROSS_NODES = 0.6  # all-node HPL per node against one-node HPL (communication)
+# The rates of HPL's short runs here (a guess from Rpeak, a share of DGEMM, the loss across nodes) are the
+# Hpl class's `short_run_rates`; its N, HPL's one time model (`time_model`) at the expected rate.
 FALLBACK_RPEAK_GFLOPS = 10.0  # a node whose Rpeak is unknown
 MIN_HPL_N = 1000
 DGEMM_N, DGEMM_REPS = 1000, 3  # 8 Gflop per core: a fraction of a second on a server, seconds on a Pi
@@ -140,7 +137,8 @@ def plan_cluster(inv: Inventory, preflight: Preflight, local: SystemInfo, budget
     node = system_from_facts(preflight.facts, local)
     node.nodes = 1
     plan = ClusterPlan(inv, node, [], budget_s, interconnect=interconnect, hpl_binary=hpl_binary)
-    guess = (node.rpeak_node_gflops or FALLBACK_RPEAK_GFLOPS) * GUESS_EFFICIENCY
+    rates = benchmark_class("hpl").short_run_rates
+    guess = (node.rpeak_node_gflops or FALLBACK_RPEAK_GFLOPS) * rates.guess_efficiency
     per_bench_s = budget_s * NODE_SHARE / len(NODE_BENCHMARKS)
     base = {"mpi": mpi} if mpi else {}
     for name in NODE_BENCHMARKS:
@@ -165,7 +163,7 @@ def plan_cluster(inv: Inventory, preflight: Preflight, local: SystemInfo, budget
         nodes = len(inv.hosts)
         phase = Phase(f"HPL on all {nodes} nodes", "hpl", [], seconds=budget_s * HPL_SHARE)
         phase.resize = _resizer(phase, plan, base, nodes, hpl_binary)
-        phase.resize(guess * nodes * HPL_ACROSS_NODES)
+        phase.resize(guess * nodes * rates.across_nodes)
         if phase.runs:
             plan.phases.append(phase)
     elif hpl:
@@ -211,10 +209,10 @@ def _node_params(name: str, node: SystemInfo, seconds: float) -> dict:
     cores = max(node.topology.cores_total, 1)
     if name == "stream":  # STREAM's own rule (4 x the last-level cache), unless that takes too long
         from clusterbench.bench.native import GUESS_MEMORY_BYTES_S
-        from clusterbench.bench.stream.kernel import elements_for
 
         fits = int(seconds * GUESS_MEMORY_BYTES_S / (8 * (5 + 10 * STREAM_NTIMES)))
-        return {"threads": cores, "ntimes": STREAM_NTIMES, "n": max(min(elements_for(node), fits), MIN_STREAM_N)}
+        default = benchmark_class(name).default_n(node)
+        return {"threads": cores, "ntimes": STREAM_NTIMES, "n": max(min(default, fits), MIN_STREAM_N)}
     if name == "dgemm":  # every core its own product (HPCC's StarDGEMM): the node's aggregate rate
         return {"ranks": cores, "n": DGEMM_N, "reps": DGEMM_REPS, "bind_to": "core"}
     return {"ms": CLOCK_MS}
@@ -224,11 +222,12 @@ def _resizer(phase: Phase, plan: ClusterPlan, base: dict, nodes: int, binary: st
     """The function that (re)makes an HPL phase's run(s) for an expected rate in Gflop/s."""
     cores = max(plan.node_system.topology.cores_total, 1)
     system = _with_nodes(plan.node_system, nodes)
+    hpl = benchmark_class("hpl")
 
     def resize(gflops: float) -> None:
         n = _hpl_n(phase.seconds, max(gflops, 0.01), plan.node_system.memory_bytes(), nodes)
-        p, q = grids(cores * nodes)[0]
-        params = base | {"n": n, "nb": SHORT_RUN_NB, "p": p, "q": q, "layout": "mpi", "binary": binary}
+        p, q = hpl.grids(cores * nodes)[0]
+        params = base | {"n": n, "nb": hpl.sizing.short_run_nb, "p": p, "q": q, "layout": "mpi", "binary": binary}
         if nodes == 1:
             _fill_node_phase(phase, plan, params)
             return
@@ -242,9 +241,11 @@ def _resizer(phase: Phase, plan: ClusterPlan, base: dict, nodes: int, binary: st
 def _hpl_n(seconds: float, gflops: float, memory: int | None, nodes: int) -> int:
     """The largest multiple of NB whose solve takes about `seconds` (HPL's time model, solve only: the start-up
     is in the budget's remainder), within 40% of the nodes' memory; at least MIN_HPL_N."""
-    n = n_for_seconds(seconds, gflops, SHORT_RUN_NB)
+    hpl = benchmark_class("hpl")
+    nb = hpl.sizing.short_run_nb
+    n = hpl.time_model.solve().largest_n(seconds, gflops, nb)
     if memory:
-        n = min(n, n_for_memory(memory * nodes, 0.4, SHORT_RUN_NB))
+        n = min(n, hpl.n_for_memory(memory * nodes, 0.4, nb))
     return max(n, MIN_HPL_N)
 
 
@@ -285,11 +286,12 @@ def expected_hpl_gflops(results: list[RunResult], nodes: int) -> float | None:
         values = [v for v in per_run if v is not None]
         return min(values) if values else None
 
+    rates = benchmark_class("hpl").short_run_rates
     one_node = slowest("hpl_gflops")
     if one_node:
-        return one_node * nodes * (HPL_ACROSS_NODES if nodes > 1 else 1.0)
+        return one_node * nodes * rates.scale(nodes)
     dgemm = slowest("dgemm_gflops")
-    return dgemm * HPL_OF_DGEMM * nodes * (HPL_ACROSS_NODES if nodes > 1 else 1.0) if dgemm else None
+    return dgemm * rates.of_dgemm * nodes * rates.scale(nodes) if dgemm else None
 
 
 def new_cluster_run_id() -> str:

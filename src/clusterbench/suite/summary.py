@@ -5,7 +5,7 @@ The CLI prints it as a table or as JSON; nothing here formats for a terminal.
 
 from __future__ import annotations
 
-from clusterbench.bench.hpcc.sizing import hpcc_stream_elements
+from clusterbench.bench.registry import benchmark_class
 from clusterbench.suite.characterise import SuiteResult
 from clusterbench.system.discover import SystemInfo
 
@@ -40,7 +40,7 @@ def summarise(info: SystemInfo, result: SuiteResult, db_path: str) -> dict:
                      "latency_us_avg": val("AvgPingPongLatency_usec"),
                      "bandwidth_gbs_max": val("MaxPingPongBandwidth_GBytes"),
                      "bandwidth_gbs_avg": val("AvgPingPongBandwidth_GBytes")},
-        "hpcc_stream_array_bytes": hpcc_stream_elements(plan.n, plan.layout.ranks) * 8,
+        "hpcc_stream_array_bytes": benchmark_class("hpcc").vector_size(plan.n, plan.layout.ranks) * 8,
         "last_level_cache_bytes": info.topology.last_level_cache_bytes(),
         "stream_threads": _stream_scaling(result),
         "pingpong_curve": _pingpong_curve(result),

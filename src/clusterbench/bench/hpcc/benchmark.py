@@ -16,6 +16,7 @@ from typing import ClassVar
 from clusterbench.bench.hpcc import output
 from clusterbench.bench.hpcc.budget import HpccTimeModel
 from clusterbench.bench.hpcc.output import hpcc_outcome
+from clusterbench.bench.hpcc.sizing import hpcc_stream_elements
 from clusterbench.bench.hpl.benchmark import HplFamily
 from clusterbench.bench.hpl.input import render_hpccinf
 from clusterbench.bench.metrics import Outcome
@@ -95,3 +96,14 @@ class Hpcc(HplFamily):
             return None
         sections = re.findall(r"Begin of (\w+) section", text)
         return sections[-1] if sections else None
+
+    # What `clusterbench run` asks of HPCC without naming this package: its binary, its run time model
+    # (budget.py), and the elements of each STREAM array it sizes from the HPL matrix (sizing.py), under
+    # HPCC's own name for them (STREAM_VectorSize).
+    run_time = HpccTimeModel
+    vector_size = staticmethod(hpcc_stream_elements)
+
+    @classmethod
+    def find_binary(cls, path: str | None = None) -> str:
+        """The hpcc a run would use (`find_hpcc`); MissingToolError when there is none."""
+        return find_hpcc(path)

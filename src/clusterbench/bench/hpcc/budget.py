@@ -1,7 +1,7 @@
 """How long an HPCC run takes for a given N, so `clusterbench run` can fit a time budget.
 
 HPCC sizes all its tests from the HPL matrix, so its duration is an HPL run (HPL's time model,
-bench/hpl/timing.py: the planning start-up and 2/3 N^3 flops at some efficiency of Rpeak) plus
+bench/hpl/timing.py, in its planning use: the start-up margin and 2/3 N^3 flops at some efficiency of Rpeak) plus
 everything else, which grows with the memory touched. Measured here on a 2-core Zen 3 VM: 7.8 s
 at N=4000, 39 s at N=8000, 149 s at N=13440, of which HPL took 0.6, 4.4 and 19 s. The rest grows
 about as c x N^2.4 seconds with c between 1.5e-8 and 2.2e-8 (RandomAccess tables grow in powers of two, so it steps);
@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from clusterbench.bench.hpl.timing import (  # HPL's time model and assumed efficiency, one of each
+from clusterbench.bench.hpl.timing import (  # HPL's one time model, its planning use, and assumed efficiency
     DEFAULT_EFFICIENCY,
     PLANNING_STARTUP_S,
-    run_seconds,
-    solve_seconds,
+    PLANNING_TIME,
 )
 
 DEFAULT_OTHER_COEFF = 2.2e-8
@@ -26,16 +25,19 @@ OTHER_EXPONENT = 2.4
 
 @dataclass
 class HpccTimeModel:
+    """An HPCC run's time: HPL's (planning use) at `efficiency` x Rpeak, plus the other tests' c x N^2.4.
+    The Hpcc class declares it (`Hpcc.run_time`) for `clusterbench run`, which fits HPCC to its budget."""
+
     rpeak_gflops: float
     efficiency: float = DEFAULT_EFFICIENCY
     other_coeff: float = DEFAULT_OTHER_COEFF
     source: str = "built-in default"
 
     def hpl_seconds(self, n: int) -> float:
-        return solve_seconds(n, self.rpeak_gflops * self.efficiency)
+        return PLANNING_TIME.solve_seconds(n, self.rpeak_gflops * self.efficiency)
 
     def seconds(self, n: int) -> float:
-        return run_seconds(n, self.rpeak_gflops * self.efficiency) + self.other_coeff * n**OTHER_EXPONENT
+        return PLANNING_TIME.seconds(n, self.rpeak_gflops * self.efficiency) + self.other_coeff * n**OTHER_EXPONENT
 
     def largest_n(self, budget_s: float, nb: int, n_max: int) -> int:
         """The largest multiple of NB (at most n_max) whose run fits the budget; at least NB."""

@@ -16,8 +16,19 @@ from clusterbench.bench.declare import Tuning, declared_later
 from clusterbench.bench.hpl import output
 from clusterbench.bench.hpl.input import BCAST, PFACT, PMAP, RFACT, SWAP, HplInput, render_hpl_dat
 from clusterbench.bench.hpl.output import hpl_outcome
-from clusterbench.bench.hpl.planner import DEFAULT_NB, check_problem, resolve_grid
-from clusterbench.bench.hpl.timing import DEFAULT_EFFICIENCY, run_seconds
+from clusterbench.bench.hpl.planner import (
+    DEFAULT_NB,
+    HPL_N,
+    HPL_SIZING,
+    HplPlan,
+    check_problem,
+    grids,
+    model_predictions,
+    n_for_memory,
+    plan_hpl,
+    resolve_grid,
+)
+from clusterbench.bench.hpl.timing import HPL_TIME, PLANNING_TIME, SHORT_RUN_RATES
 from clusterbench.bench.metrics import Outcome
 from clusterbench.bench.official import OfficialBinary, find_binary
 from clusterbench.bench.params import REQUIRED, Param
@@ -105,6 +116,13 @@ class HplFamily(OfficialBinary):
         fields = {"ns": [p["n"]], "nbs": [p["nb"]], "grids": [(p["p"], p["q"])], "threshold": p["threshold"]}
         return HplInput(**(fields | knob_input(p) | overrides))
 
+    # HPL's sizes and the planner's rules, for the code that sizes a run of either without naming this
+    # package (`clusterbench run` sizes HPCC and the standalone xhpl with them).
+    sizing = HPL_SIZING
+    grids = staticmethod(grids)  # every P x Q of a rank count, best first
+    check_problem = staticmethod(check_problem)  # refuse a problem HPL would reject or that would swap
+    n_for_memory = staticmethod(n_for_memory)  # the N that fills a fraction of memory
+
 
 def resolve_hpl_point(point: dict, system: SystemInfo) -> None:
     """Placement and grid for HPL-like benchmarks; refuse a matrix that would not fit."""
@@ -172,7 +190,7 @@ class Hpl(HplFamily):
     @classmethod
     def estimate_s(cls, point: dict, system: SystemInfo) -> float | None:
         rpeak = available_rpeak(point, system)
-        return run_seconds(point["n"], rpeak * DEFAULT_EFFICIENCY) if rpeak else None
+        return PLANNING_TIME.seconds(point["n"], PLANNING_TIME.rate(rpeak)) if rpeak else None
 
     def hpl_input(self, **overrides) -> HplInput:
         inp = super().hpl_input(**overrides)
@@ -190,3 +208,24 @@ class Hpl(HplFamily):
         if found != expected and outcome.valid:
             outcome.invalidate(f"HPL.dat asks for {expected} tests but {found} results were printed")
         return outcome
+
+    # How its runs are sized and timed, for the code that plans them without naming this module
+    # (bench/declare.py; `benchmark_class("hpl").time_model`, ...): HPL's one time model and its uses
+    # (timing.py), its block sizes and memory fraction, the `hpl_n` a campaign derives (planner.py), and
+    # the rates the cluster check expects of its short runs.
+    time_model = HPL_TIME
+    sizing = HPL_SIZING
+    derived = (HPL_N,)
+    short_run_rates = SHORT_RUN_RATES
+
+    @classmethod
+    def find_binary(cls, path: str | None = None, mpi: str | None = None) -> str | None:
+        """The xhpl a run would use (`find_xhpl`): an explicit path, $CLUSTERBENCH_XHPL, ..., or None."""
+        return find_xhpl(path, mpi)
+
+    @classmethod
+    def plan(cls, system: SystemInfo, nbs: list[int], **options) -> HplPlan:
+        """The plan of `clusterbench plan hpl` (planner.plan_hpl): N per NB, grids, checked."""
+        return plan_hpl(system, nbs, **options)
+
+    plan_predictions = staticmethod(model_predictions)  # the HPL model's view of a plan, given its rates

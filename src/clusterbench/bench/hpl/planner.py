@@ -19,14 +19,16 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from clusterbench.bench.declare import Derived, Sizing
 from clusterbench.bench.hpl.input import HplInput, render_hpccinf, render_hpl_dat
-from clusterbench.bench.hpl.timing import DEFAULT_EFFICIENCY, n_for_seconds, solve_seconds
+from clusterbench.bench.hpl.timing import DEFAULT_EFFICIENCY, HPL_TIME
 from clusterbench.bench.hpl.timing import hpl_flops as hpl_flops  # its home was here: tests and scripts use it
 from clusterbench.bench.layout import Layout, layouts
 from clusterbench.errors import UserInputError
 from clusterbench.units import parse_size
 
 if TYPE_CHECKING:
+    from clusterbench.bench.hpl.model import Rates
     from clusterbench.system.discover import SystemInfo
 
 BYTES_PER_DOUBLE = 8
@@ -47,6 +49,9 @@ PLAN_NB_RANGE = "64..256:32"
 # The NBs the tuner searches by default (`tune hpl`, docs/tune.md): wider, since its trials are
 # small and a poor NB is dropped after one level; some BLAS (recent MKL, BLIS) are best above 256.
 TUNE_NB_RANGE = "64..384:32"
+# The same, declared once for the code outside this package (`Hpl.sizing`).
+HPL_SIZING = Sizing(default_nb=DEFAULT_NB, short_run_nb=SHORT_RUN_NB, plan_nb_range=PLAN_NB_RANGE,
+                    tune_nb_range=TUNE_NB_RANGE, memory_fraction=DEFAULT_MEMORY_FRACTION)
 
 
 def n_for_memory(memory_bytes: float, fraction: float, nb: int) -> int:
@@ -60,7 +65,7 @@ def n_for_memory(memory_bytes: float, fraction: float, nb: int) -> int:
 
 def n_for_time(seconds: float, rpeak_gflops: float, efficiency: float, nb: int) -> int:
     """Largest multiple of NB (at least NB) whose HPL solve takes about `seconds` at efficiency x Rpeak."""
-    return max(nb, n_for_seconds(seconds, rpeak_gflops * efficiency, nb))
+    return max(nb, HPL_TIME.largest_n(seconds, HPL_TIME.rate(rpeak_gflops, efficiency), nb))
 
 
 def matrix_bytes(n: int) -> int:
@@ -197,7 +202,7 @@ def plan_hpl(system: SystemInfo, nbs: list[int], nodes: int = 1, memory_per_node
         else:
             size = n_for_memory(usable, fraction, nb)
         need = matrix_bytes(size)
-        est = solve_seconds(size, rpeak * eff) if rpeak else None
+        est = HPL_TIME.solve_seconds(size, HPL_TIME.rate(rpeak, eff)) if rpeak else None
         rows.append(PlanRow(nb, size, need, need / usable, est))
     chosen = grid or grid_list[0]
     for row in rows:
@@ -255,6 +260,18 @@ def hpl_n(opts: Mapping[str, Any], point: Mapping[str, Any], system: SystemInfo)
     return n
 
 
+# hpl_n as the Hpl class declares it (`Hpl.derived`): campaigns find it by name through the registry.
+HPL_N = Derived(
+    name="hpl_n", options=frozenset(HPL_N_OPTIONS), inputs=frozenset(HPL_N_INPUTS), problem=hpl_n_problem,
+    compute=hpl_n, example="{hpl_n: {fraction: 0.8}}",
+    schema={"type": "object", "additionalProperties": False, "properties": {
+        "fraction": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+        "memory": {"type": "string", "description": "memory per node, e.g. 2GiB (default: MemTotal)"},
+        "seconds": {"type": "number", "description": "size N for this HPL solve time instead"},
+        "efficiency": {"type": "number"},
+        "max": {"type": "integer", "description": "upper bound on N"}}})
+
+
 def resolve_grid(point: dict, ethernet: bool = False) -> None:
     """P x Q from the rank count when not given (squarest grid), and checked when given."""
     ranks = point["ranks"]
@@ -270,3 +287,30 @@ def resolve_grid(point: dict, ethernet: bool = False) -> None:
         options = ", ".join(f"{a}x{b}" for a, b in grids(ranks))
         raise UserInputError(f"P x Q = {p}x{q} = {p * q} does not equal the {ranks} MPI ranks",
                              hint=f"grids for {ranks} ranks: {options}")
+
+
+# ---------------------------------------------------------------- the model's view of a plan (`plan hpl`)
+
+
+def model_predictions(plan: HplPlan, rates: Rates, source: str) -> dict:
+    """The HPL model's time and Gflop/s of each row of `plan` on its chosen grid, and of every grid at
+    the row the model finds fastest, with the rates' source (`rates`: the caller's, from stored runs of
+    the system or fallbacks)."""
+    from clusterbench.bench.hpl.model import Problem, predict
+
+    threads = plan.layout.threads_per_rank
+    p, q = plan.grid
+    rows = []
+    for r in plan.rows:
+        pred = predict(Problem(r.n, r.nb, p, q, plan.nodes, threads), rates)
+        rows.append({"nb": r.nb, "n": r.n, "grid": f"{p}x{q}", "seconds": pred.seconds, "gflops": pred.gflops,
+                     "compute_s": pred.compute_s, "communication_s": pred.communication_s})
+    fastest = max(rows, key=lambda row: row["gflops"])
+    found = []
+    for gp, gq in plan.grids:
+        pred = predict(Problem(fastest["n"], fastest["nb"], gp, gq, plan.nodes, threads), rates)
+        found.append({"grid": f"{gp}x{gq}", "seconds": pred.seconds, "gflops": pred.gflops,
+                      "communication_s": pred.communication_s})
+    found.sort(key=lambda g: -g["gflops"])
+    return {"source": source, "rates": asdict(rates), "rows": rows,
+            "grids_at": {"n": fastest["n"], "nb": fastest["nb"]}, "grids": found}

@@ -63,6 +63,11 @@ class Stream(NativeKernel):
                                  hint=f"use n <= {limit // (24 * point['ranks'])}")
 
     @classmethod
+    def default_n(cls, system: SystemInfo) -> int:
+        """Elements per array when `n` is not given: STREAM's rule (`elements_for`)."""
+        return elements_for(system)
+
+    @classmethod
     def estimate_s(cls, point: dict, system: SystemInfo) -> float | None:
         """Bytes moved (first touch and the ten words of the four kernels per repetition)."""
         moved = 8 * point["n"] * point["ranks"] * (5 + 10 * point["ntimes"])
