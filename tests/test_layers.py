@@ -72,6 +72,41 @@ def test_an_upward_import_breaks_the_layers_contract(tmp_path, module, target):
     assert f"{importer} -> {target} (l.{line})" in out, out
 
 
+BENCHMARK_PACKAGES = "Only bench/ imports a benchmark's own modules: the rest asks the registry for its declarations"
+
+# (module that gains the import, the benchmark module it imports): each allowed by the layers (the importer
+# is above bench), each a benchmark's knowledge leaking out of its package, as issue 33 removed.
+LEAKS = [
+    ("suite/characterise.py", "clusterbench.bench.hpl.planner"),  # HPL's NB default, outside HPL
+    ("cli/plan_cmd.py", "clusterbench.bench.hpl.model"),          # the CLI running HPL's model
+    ("tune/search.py", "clusterbench.bench.hpl.benchmark"),       # the tuner knowing HPL by name
+    ("report/memory.py", "clusterbench.bench.stream.kernel"),     # a report section knowing STREAM
+]
+
+
+def test_importing_a_benchmark_module_from_outside_bench_breaks_its_contract(tmp_path):
+    """All four leaks in one copy of the tree (one lint-imports run): each is named, by line."""
+    src = tmp_path / "src"
+    shutil.copytree(ROOT / "src" / "clusterbench", src / "clusterbench", ignore=shutil.ignore_patterns("__pycache__"))
+    lines = {}
+    for module, target in LEAKS:
+        path = src / "clusterbench" / module
+        with path.open("a") as f:
+            f.write(f"\nimport {target}  # a benchmark's own module, from outside bench/\n")
+        lines[module] = path.read_text().count("\n")
+    config = tmp_path / "pyproject.toml"
+    shutil.copy(ROOT / "pyproject.toml", config)
+
+    result = lint_imports(src, config, tmp_path)
+    out = result.stdout + result.stderr
+    assert result.returncode == 1, out
+    assert f"{BENCHMARK_PACKAGES} BROKEN" in out
+    assert f"{LAYERS} KEPT" in out  # the layers allow each of them: only the new contract sees them
+    for module, target in LEAKS:
+        importer = "clusterbench." + module.removesuffix(".py").replace("/", ".")
+        assert f"{importer} -> {target} (l.{lines[module]})" in out, out
+
+
 # ---------------------------------------------------------------- no cycle at any depth
 
 # Run in a clean interpreter on the `src` given: pairs of siblings that reach each other.

@@ -12,64 +12,28 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from clusterbench.cli.app import console, err_console, eta_progress, open_store
+from clusterbench.cli.app import console, err_console, open_store
 
 
 def run_on_cluster(inv, budget_s: float, *, interconnect: str, mpi: str | None, hpl: bool, xhpl: str | None,
                    iperf: bool, rule, force: bool, dry_run: bool, as_json: bool, stage: bool = False,
                    pairs: bool = True) -> None:
-    from clusterbench.analysis.cluster import stored_view
-    from clusterbench.bench.registry import benchmark_class
-    from clusterbench.cli.cluster_cmd import print_preflight, run_preflight
-    from clusterbench.launch.process import signals_as_interrupt
-    from clusterbench.suite.cluster import check_inventory, plan_cluster, run_cluster
-    from clusterbench.system.discover import discover
+    """Parse done (run_cmd.py): one call to the job (suite/cluster_job.py), then print its result."""
+    from clusterbench.suite.cluster_job import ClusterJobOptions, run_cluster_job
 
-    check_inventory(inv)
-    if stage:  # copy what the nodes cannot see to each (cluster/staging.py); CLUSTERBENCH_STAGE=1 does too
-        from clusterbench.cluster.staging import request
-
-        request()
-    local = discover()
+    options = ClusterJobOptions(budget_s, interconnect=interconnect, mpi=mpi, hpl=hpl, xhpl=xhpl, iperf=iperf,
+                                rule=rule, force=force, dry_run=dry_run, stage=stage, pairs=pairs)
     with open_store() as store:
-        binary = benchmark_class("hpl").find_binary(xhpl, mpi) if hpl else None
-        if hpl and not binary and not dry_run:
-            binary = _build_xhpl(mpi, as_json)
-        preflight = run_preflight(inv, [binary] if binary else [], quiet=as_json, mpis=(mpi,),
-                                  shared_dir=store.runs_dir)
-        if not as_json:
-            print_preflight(preflight, inv)
-        if not preflight.ok and not force:
-            if as_json:
-                print(json.dumps({"preflight": preflight.to_dict()}, indent=2, default=str))
-            err_console.print("[red]the preflight found problems[/]: fix them, or run anyway with --force")
-            raise typer.Exit(1)
-        plan = plan_cluster(inv, preflight, local, budget_s, interconnect=interconnect, mpi=mpi,
-                            hpl_binary=binary, hpl=hpl, iperf=iperf, pairs=pairs)
-        if not as_json:
-            _print_plan(plan)
-        if dry_run:
-            if as_json:
-                print(json.dumps(plan.to_dict(), indent=2, default=str))
-            return
-        with eta_progress(as_json) as progress:
-            task = progress.add_task("starting", total=plan.estimate_s)
-
-            def tick(label: str, done: float, planned: float) -> None:
-                progress.update(task, description=label, completed=done, total=max(planned, done * 1.05))
-
-            try:
-                with signals_as_interrupt():
-                    result = run_cluster(store, plan, tick, rule)
-            except KeyboardInterrupt:
-                progress.stop()
-                err_console.print("[yellow]interrupted[/]: the runs in flight are stored as interrupted "
-                                  "(see `clusterbench results`).")
-                raise typer.Exit(130) from None
-        view = stored_view(store, result.cluster_run, rule)
-    summary = view.to_dict() | {"plan": plan.to_dict(), "database": str(store.path), "rechecked": result.rechecked,
-                                       "runs": [{"id": r.id, "status": r.status, "valid": r.valid,
-                                                 "reason": r.reason} for r in result.results]}
+        job = run_cluster_job(store, inv, options, _Shown(as_json))
+    if dry_run:
+        if as_json:
+            print(json.dumps(job.plan.to_dict(), indent=2, default=str))
+        return
+    result, view = job.result, job.view
+    summary = view.to_dict() | {"plan": job.plan.to_dict(), "database": str(store.path),
+                                "rechecked": result.rechecked,
+                                "runs": [{"id": r.id, "status": r.status, "valid": r.valid,
+                                          "reason": r.reason} for r in result.results]}
     if as_json:
         print(json.dumps(summary, indent=2, default=str))
     else:
@@ -78,20 +42,51 @@ def run_on_cluster(inv, budget_s: float, *, interconnect: str, mpi: str | None, 
         raise typer.Exit(1)
 
 
-def _build_xhpl(mpi: str | None, as_json: bool) -> str | None:
-    """xhpl built once (the build cache keeps it); without it the cluster run goes on without HPL."""
-    from clusterbench.bench.registry import build_recipe
-    from clusterbench.errors import UserInputError
+class _Shown:
+    """The job's events on the terminal (suite/cluster_job.ClusterJobEvents); with --json only the
+    preflight of a refused job is printed, as JSON."""
 
-    build_hpl = build_recipe("hpl").build
-    try:
-        if as_json:
-            return str(build_hpl(mpi=mpi).binary)
-        with console.status("building xhpl (`clusterbench build hpl`, once)", spinner="dots"):
-            return str(build_hpl(mpi=mpi).binary)
-    except UserInputError as exc:
-        err_console.print(f"[yellow]xhpl could not be built[/] ({escape(exc.message)}): no HPL in this run")
-        return None
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self.checking = None  # the preflight's bar while nodes answer
+
+    def building(self, what: str):
+        from contextlib import nullcontext
+
+        return nullcontext() if self.as_json else console.status(f"building {what}", spinner="dots")
+
+    def build_failed(self, what: str, why: str) -> None:
+        err_console.print(f"[yellow]{escape(what)} could not be built[/] ({escape(why)}): no HPL in this run")
+
+    def preflight_node(self, done: int, total: int) -> None:
+        if self.as_json:
+            return
+        if self.checking is None:
+            from rich.progress import Progress
+
+            self.checking = Progress(console=err_console, transient=True)
+            self.checking.start()
+            self.task = self.checking.add_task(f"checking {total} node(s)", total=total)
+        self.checking.update(self.task, completed=done)
+
+    def preflight_done(self, preflight, inv, proceeds: bool) -> None:
+        from clusterbench.cli.cluster_cmd import print_preflight
+
+        if self.checking is not None:
+            self.checking.stop()
+        if not self.as_json:
+            print_preflight(preflight, inv)
+        elif not proceeds:
+            print(json.dumps({"preflight": preflight.to_dict()}, indent=2, default=str))
+
+    def planned(self, plan) -> None:
+        if not self.as_json:
+            _print_plan(plan)
+
+    def runs(self, plan):
+        from clusterbench.cli.progress import RunProgress
+
+        return RunProgress(self.as_json, planned_s=plan.estimate_s)
 
 
 def _print_plan(plan) -> None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import copy
 import secrets
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -35,9 +34,10 @@ from clusterbench.campaign.spec import BenchmarkBlock, Campaign, CampaignError
 from clusterbench.campaign.where import system_from_facts
 from clusterbench.cluster.preflight import Preflight
 from clusterbench.errors import UserInputError
-from clusterbench.execution.executor import RunRequest, RunResult
+from clusterbench.execution import loop
+from clusterbench.execution.executor import RunResult
+from clusterbench.execution.loop import Reporter
 from clusterbench.execution.request import PlannedRun
-from clusterbench.execution.together import run_together
 from clusterbench.launch.hosts import Inventory
 from clusterbench.launch.site import Site
 from clusterbench.store.db import Store
@@ -298,51 +298,54 @@ def new_cluster_run_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
 
 
-def run_cluster(store: Store, plan: ClusterPlan, tick: Callable[[str, float, float], None] | None = None,
+def run_cluster(store: Store, plan: ClusterPlan, reporter: Reporter | None = None,
                 rule: Rule = Rule()) -> ClusterResult:
-    """Every phase in turn, the runs of a phase at once; all stored and tagged (the verdicts are the
-    analysis's, from what is stored: analysis/cluster.py). After the node and pair phases, what `rule`
-    puts out of line is measured again (`recheck_phases`), before the phases across all nodes.
-
-    `tick(label, seconds done, seconds planned)` is called about once a second."""
+    """The plan's phases run by the engine (execution/loop.run_phases), the runs of a phase at once;
+    all stored and tagged (the verdicts are the analysis's, from what is stored: analysis/cluster.py).
+    Between phases, the engine asks this plan's two hooks: before an HPL phase, size it again from
+    the rates measured so far (`Phase.resize`); after the last node or pair phase, measure again what
+    `rule` puts out of line (`recheck_phases`), before the phases across all nodes."""
     cluster_run = new_cluster_run_id()
     system_id = store.remember_system(plan.node_system)
-    results: list[RunResult] = []
-    done_s, planned = 0.0, plan.estimate_s
+    ours: dict[int, Phase] = {}  # the engine's phase (by id) -> this plan's
     rechecked: list[str] = []
-    checked = False  # the re-check is made once, after the last node or pair phase of the plan
-    phases = list(plan.phases)
-    while phases:
-        phase = phases.pop(0)
-        if phase.resize is not None:
-            nodes = 1 if phase.kind == "node" else len(plan.inventory.hosts)
-            rate = expected_hpl_gflops(results, nodes)
-            if rate:
-                phase.resize(rate)
-            if not phase.runs:
-                continue
-        requests = []
-        for run, site, extra in phase.runs:
-            bench = run.bench_class().from_point(run.params)
-            if phase.kind == "node" and hasattr(bench, "on_remote_node"):
-                bench.on_remote_node = True  # one process too goes to its node (a one-host mpirun)
-            tags = {"suite": "cluster", TAG_RUN: cluster_run, TAG_PHASE: phase.kind} | extra
-            requests.append(RunRequest.planned(run, bench, site, system_id, one_off=True, tags=tags))
-        started = time.monotonic()
+    checked = [False]  # the re-check is made once, after the last node or pair phase of the plan
 
-        def on_tick(_index: int, _elapsed: float, _detail: str | None, phase=phase, started=started,
-                    before=done_s, total=planned) -> None:
-            if tick:
-                tick(phase.label, before + time.monotonic() - started, total)
+    def engine_phase(phase: Phase) -> loop.Phase:
+        made = loop.Phase(phase.label, phase.kind, [r for r, _, _ in phase.runs], [s for _, s, _ in phase.runs],
+                          [{"suite": "cluster", TAG_RUN: cluster_run, TAG_PHASE: phase.kind} | extra
+                           for _, _, extra in phase.runs], phase.estimate_s)
+        ours[id(made)] = phase
+        return made
 
-        results += [r for r in run_together(store, requests, on_tick) if r is not None]
-        done_s += time.monotonic() - started
-        planned = max(planned, done_s)
-        if not checked and phase.kind in ("node", "pair") and not any(p.kind in ("node", "pair") for p in phases):
-            checked = True
-            again, rechecked = recheck_phases(stored_view(store, cluster_run, rule), plan)
-            phases[:0] = again
-            planned += sum(p.estimate_s for p in again)
+    def before(made: loop.Phase, results: list[RunResult]) -> bool:
+        phase = ours[id(made)]
+        if phase.resize is None:
+            return True
+        rate = expected_hpl_gflops(results, 1 if phase.kind == "node" else len(plan.inventory.hosts))
+        if rate:
+            phase.resize(rate)
+        made.runs, made.sites = [r for r, _, _ in phase.runs], [s for _, s, _ in phase.runs]
+        made.tags = [{"suite": "cluster", TAG_RUN: cluster_run, TAG_PHASE: phase.kind} | extra
+                     for _, _, extra in phase.runs]
+        return bool(phase.runs)
+
+    def after(made: loop.Phase, _results: list[RunResult], left: list[loop.Phase]) -> list[loop.Phase]:
+        if checked[0] or made.kind not in ("node", "pair") or any(p.kind in ("node", "pair") for p in left):
+            return []
+        checked[0] = True
+        again, why = recheck_phases(stored_view(store, cluster_run, rule), plan)
+        rechecked.extend(why)
+        return [engine_phase(p) for p in again]
+
+    def make_bench(made: loop.Phase, run: PlannedRun):
+        bench = run.bench_class().from_point(run.params)
+        if made.kind == "node" and hasattr(bench, "on_remote_node"):
+            bench.on_remote_node = True  # one process too goes to its node (a one-host mpirun)
+        return bench
+
+    results = loop.run_phases(store, [engine_phase(p) for p in plan.phases], reporter or loop.QuietReporter(),
+                              system_id=system_id, before=before, after=after, make_bench=make_bench)
     return ClusterResult(cluster_run, plan, results, rechecked)
 
 
