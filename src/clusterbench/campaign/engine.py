@@ -32,11 +32,11 @@ from pathlib import Path
 
 from clusterbench.bench.base import Benchmark
 from clusterbench.errors import EnvironmentProblem, Interrupted
+from clusterbench.execution.batch_jobs import settle_job
 from clusterbench.execution.executor import RunResult, journal_dir, settle
 from clusterbench.execution.loop import Eta, Reporter, Spread, run_all
 from clusterbench.execution.request import PlannedRun
 from clusterbench.execution.settings import restore_pending
-from clusterbench.execution.slurm_jobs import settle_job
 from clusterbench.launch.site import LOCAL, Site
 from clusterbench.store.db import Store
 

@@ -21,16 +21,6 @@ app = typer.Typer(
 )
 
 
-def eta_progress(quiet: bool = False):
-    """The bar of a job sized by a time budget (`run`, `run -w`): what runs, how far, elapsed, ETA.
-    Transient, and silent with `quiet` (--json)."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-    return Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                    console=console, transient=True, disable=quiet)
-
-
 class MpiChoice(str, Enum):
     """The MPI implementations a run or a build can name (each with its own mpirun and mpicc)."""
 

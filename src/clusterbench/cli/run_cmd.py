@@ -10,7 +10,7 @@ from rich.table import Table
 
 from clusterbench.bench.params import MAX_N
 from clusterbench.bench.registry import benchmark_class
-from clusterbench.cli.app import MpiOpt, app, console, err_console, eta_progress, open_store
+from clusterbench.cli.app import MpiOpt, app, console, open_store
 from clusterbench.cli.plan_cmd import LayoutName
 from clusterbench.cli.system_cmd import positive
 from clusterbench.errors import UserInputError
@@ -94,11 +94,7 @@ def run(
                        rule=Rule(z=outlier_z, min_deviation=outlier_deviation), force=force, dry_run=dry_run,
                        as_json=as_json, stage=stage, pairs=pairs)
         return
-    from clusterbench.launch.process import signals_as_interrupt
-    from clusterbench.suite.characterise import plan_suite, run_suite
-    from clusterbench.suite.summary import summarise
-    from clusterbench.system.discover import discover
-    from clusterbench.units import format_duration
+    from clusterbench.suite.machine_job import MachineJobOptions, run_machine_job
 
     budget_s = parse_duration(budget, "--budget")
     for given, flag in ((iperf, "--iperf"), (force, "--force"), (interconnect != "auto", "--interconnect"),
@@ -111,67 +107,67 @@ def run(
         raise UserInputError("--xhpl and --no-hpl contradict each other", hint="drop one of them")
     positive(flops_per_cycle, "--flops-per-cycle")
     positive(frequency, "--frequency")
-    info = discover(flops_per_cycle, frequency)
-    find_xhpl = benchmark_class("hpl").find_binary
-    xhpl_path = find_xhpl(xhpl) if xhpl else (find_xhpl() if hpl else None)
+    options = MachineJobOptions(budget_s, full=full, n=n, nb=nb, layout=layout.value if layout else None,
+                                kernels=kernels, hpl=hpl, xhpl=xhpl, flops_per_cycle=flops_per_cycle,
+                                frequency=frequency, dry_run=dry_run)
     with open_store() as store:
-        plan = plan_suite(info, store, budget_s, full=full, n=n, nb=nb, layout_name=layout.value if layout else None,
-                          xhpl=xhpl_path, kernels=kernels, standalone=hpl)
-        if not as_json:
-            console.print(
-                f"[bold]Plan[/]: HPCC with N={plan.n} NB={plan.nb} P x Q={plan.p}x{plan.q}, "
-                f"{plan.layout.ranks} rank(s) x {plan.layout.threads_per_rank} thread(s) "
-                f"({plan.layout.name}); {escape(plan.reason)}; "
-                f"estimated {format_duration(plan.estimate_s)} in all")
-            if plan.hpl:
-                console.print(f"[bold]HPL[/]: {escape(standalone_line(plan.hpl))}")
-            if plan.kernels:
-                console.print("[bold]Kernels[/]: " + escape(", ".join(
-                    f"{r.benchmark}({', '.join(f'{k}={r.params[k]}' for k in ('ranks', 'threads'))})"
-                    for r in plan.kernels)))
-            for why in plan.skipped:
-                console.print(f"[yellow]skipped[/] {escape(why)}")
-        if dry_run:
-            if as_json:
-                print(json.dumps({"n": plan.n, "nb": plan.nb, "p": plan.p, "q": plan.q,
-                                  "layout": plan.layout.__dict__, "estimate_s": plan.estimate_s,
-                                  "reason": plan.reason, "xhpl": plan.xhpl,
-                                  "hpl": plan.hpl.to_dict() if plan.hpl else None,
-                                  "kernels": [{"benchmark": r.benchmark, "params": r.params,
-                                               "estimate_s": r.estimate_s} for r in plan.kernels],
-                                  "skipped": plan.skipped}, indent=2, default=str))
-            return
-        if plan.hpl and not plan.hpl.binary:
-            build_standalone(plan, as_json)
-        with eta_progress(as_json) as progress:
-            task = progress.add_task("starting", total=plan.estimate_s)
-            # Each run reports its own elapsed time; the bar shows the suite's total so far.
-            state = {"name": None, "offset": 0.0, "elapsed": 0.0, "where": "starting"}
-
-            def tick(name: str, elapsed: float, where: str | None) -> None:
-                if name != state["name"]:
-                    state.update(name=name, offset=state["offset"] + state["elapsed"], where="starting")
-                state["elapsed"] = elapsed
-                state["where"] = where or state["where"]
-                done = state["offset"] + elapsed
-                progress.update(task, completed=done, total=max(plan.estimate_s, done * 1.05),
-                                description=f"{name}: {state['where']}")
-
-            try:
-                with signals_as_interrupt():
-                    result = run_suite(info, store, plan, tick)
-            except KeyboardInterrupt:
-                progress.stop()
-                err_console.print("[yellow]interrupted[/]: the run in flight is stored as interrupted "
-                                  "(see `clusterbench results`).")
-                raise typer.Exit(130) from None
-        summary = summarise(info, result, str(store.path))
+        job = run_machine_job(store, options, _Shown(as_json))
+    if dry_run:
+        if as_json:
+            plan = job.plan
+            print(json.dumps({"n": plan.n, "nb": plan.nb, "p": plan.p, "q": plan.q,
+                              "layout": plan.layout.__dict__, "estimate_s": plan.estimate_s,
+                              "reason": plan.reason, "xhpl": plan.xhpl,
+                              "hpl": plan.hpl.to_dict() if plan.hpl else None,
+                              "kernels": [{"benchmark": r.benchmark, "params": r.params,
+                                           "estimate_s": r.estimate_s} for r in plan.kernels],
+                              "skipped": plan.skipped}, indent=2, default=str))
+        return
     if as_json:
-        print(json.dumps(summary, indent=2))
+        print(json.dumps(job.summary, indent=2))
     else:
-        print_summary(summary)
-    if not any(r.valid for r in result.runs):
+        print_summary(job.summary)
+    if not any(r.valid for r in job.result.runs):
         raise typer.Exit(1)
+
+
+class _Shown:
+    """The one-machine job's events on the terminal (suite/machine_job.MachineJobEvents); nothing with --json."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+
+    def planned(self, plan) -> None:
+        from clusterbench.units import format_duration
+
+        if self.as_json:
+            return
+        console.print(
+            f"[bold]Plan[/]: HPCC with N={plan.n} NB={plan.nb} P x Q={plan.p}x{plan.q}, "
+            f"{plan.layout.ranks} rank(s) x {plan.layout.threads_per_rank} thread(s) "
+            f"({plan.layout.name}); {escape(plan.reason)}; "
+            f"estimated {format_duration(plan.estimate_s)} in all")
+        if plan.hpl:
+            console.print(f"[bold]HPL[/]: {escape(standalone_line(plan.hpl))}")
+        if plan.kernels:
+            console.print("[bold]Kernels[/]: " + escape(", ".join(
+                f"{r.benchmark}({', '.join(f'{k}={r.params[k]}' for k in ('ranks', 'threads'))})"
+                for r in plan.kernels)))
+        for why in plan.skipped:
+            console.print(f"[yellow]skipped[/] {escape(why)}")
+
+    def building(self, what: str):
+        return nullcontext() if self.as_json else console.status(f"building {what}", spinner="dots")
+
+    def built(self, binary: str, rebuilt: bool) -> None:
+        if not self.as_json:
+            console.print(f"[bold]xhpl[/]: {escape(binary)} ({'built now' if rebuilt else 'already built'})")
+
+    def runs(self, plan):
+        from clusterbench.cli.progress import RunProgress
+        from clusterbench.suite.characterise import suite_label
+
+        return RunProgress(self.as_json, label=suite_label, planned_s=plan.estimate_s)
 
 
 def _cluster_inventory(hosts: str | None):
@@ -192,25 +188,6 @@ def standalone_line(hpl) -> str:
     where = hpl.binary or f"xhpl built first (`clusterbench build hpl`, about {hpl.build_s:.0f} s, once)"
     return (f"xhpl with N={p['n']} NB={p['nb']} P x Q={p['p']}x{p['q']} ({p['layout']}{', ' + knobs if knobs else ''})"
             f"; configuration from {hpl.config_source}; {hpl.reason}; about {hpl.estimate_s:.0f} s; {where}")
-
-
-def build_standalone(plan, as_json: bool) -> None:
-    """Build xhpl (once: the build cache keeps it) before the runs; without it the suite goes on with
-    HPCC's HPL and says why."""
-    from clusterbench.bench.registry import build_recipe
-
-    try:
-        with console.status("building xhpl (`clusterbench build hpl`, once)", spinner="dots") if not as_json \
-                else nullcontext():
-            built = build_recipe("hpl").build()
-    except UserInputError as exc:
-        plan.skipped.append(f"hpl: xhpl could not be built ({exc.message}); Rmax comes from HPCC's HPL phase")
-        plan.hpl = None
-        return
-    plan.hpl.binary = str(built.binary)
-    if not as_json:
-        console.print(f"[bold]xhpl[/]: {escape(str(built.binary))} "
-                      f"({'built now' if built.rebuilt else 'already built'})")
 
 
 def _fmt(v: float | None, unit: str, digits: int = 2) -> str:

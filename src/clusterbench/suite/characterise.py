@@ -14,7 +14,6 @@ skipped with its reason; it never stops the suite.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +24,7 @@ from clusterbench.campaign.expand import expand
 from clusterbench.campaign.spec import BenchmarkBlock, Campaign, CampaignError
 from clusterbench.errors import UserInputError
 from clusterbench.execution.executor import RunResult
-from clusterbench.execution.loop import QuietReporter, run_all
+from clusterbench.execution.loop import QuietReporter, Reporter, run_all
 from clusterbench.execution.request import PlannedRun
 from clusterbench.launch.mpirun import require_mpirun
 from clusterbench.store.db import Store
@@ -291,21 +290,11 @@ def _size_standalone(hpl: StandaloneHpl, n: int | None, full: bool, budget_s: fl
     return True
 
 
-class _Ticks(QuietReporter):
-    """The run loop's reporter for the suite: each run's elapsed time, under a label, to `tick`."""
-
-    def __init__(self, callback: Callable[[str, float, str | None], None] | None) -> None:
-        self.callback = callback
-
-    @staticmethod
-    def label(run: PlannedRun) -> str:
-        if run.benchmark in ("hpcc", "hpl"):
-            return "xhpl" if run.benchmark == "hpl" else "hpcc"
-        return f"{run.benchmark} " + ", ".join(f"{k}={run.params[k]}" for k in ("threads", "ranks"))
-
-    def tick(self, run, elapsed, detail) -> None:
-        if self.callback:
-            self.callback(self.label(run), elapsed, detail)
+def suite_label(run: PlannedRun) -> str:
+    """How the suite's progress names a run: xhpl, hpcc, or the kernel with its threads and ranks."""
+    if run.benchmark in ("hpcc", "hpl"):
+        return "xhpl" if run.benchmark == "hpl" else "hpcc"
+    return f"{run.benchmark} " + ", ".join(f"{k}={run.params[k]}" for k in ("threads", "ranks"))
 
 
 def hpl_runs(system: SystemInfo, plan: SuitePlan, timeout_factor: float) -> list[PlannedRun]:
@@ -321,8 +310,7 @@ def hpl_runs(system: SystemInfo, plan: SuitePlan, timeout_factor: float) -> list
     return runs
 
 
-def run_suite(system: SystemInfo, store: Store, plan: SuitePlan,
-              tick: Callable[[str, float, str | None], None] | None = None,
+def run_suite(system: SystemInfo, store: Store, plan: SuitePlan, reporter: Reporter | None = None,
               timeout_factor: float = 5.0) -> SuiteResult:
     """The kernels (each skipped with its reason if it cannot be built here), then HPCC and HPL,
     through the one run loop; every run stored, tagged suite=run."""
@@ -336,6 +324,6 @@ def run_suite(system: SystemInfo, store: Store, plan: SuitePlan,
             raise exc
         plan.skipped.append(f"{run.benchmark}: {exc.message}")
 
-    results = run_all(store, runs, _Ticks(tick), system_id=system_id, one_off=True, tags={"suite": "run"},
-                      unavailable=unavailable)
+    results = run_all(store, runs, reporter or QuietReporter(), system_id=system_id, one_off=True,
+                      tags={"suite": "run"}, unavailable=unavailable)
     return SuiteResult(plan, results)
