@@ -70,7 +70,7 @@ class ReportUse:
     role, and how it is shown there: the section asks the registry (`drawn(section, role)`) instead of
     naming benchmarks and their metrics."""
 
-    section: str  # the report section: network, memory, hpl, hpcc, energy, pinning, cluster; or `peak`, `listing`
+    section: str  # a report section (network, memory, hpl, hpcc, energy, pinning, cluster, figures), `peak`, `listing`
     role: str  # what the section draws it as: latency, bandwidth, triad, rmax, summary, figure, column, node, ...
     title: str = ""  # how the section names its values: a series prefix (IMB PingPong), a row (PTRANS), a figure
     unit: str = ""  # the unit it is shown in ('': the metric's own); the value is converted (see `convert`)
@@ -81,6 +81,9 @@ class ReportUse:
     key: str = ""
     axis: str = ""  # a figure's value axis ("Triad (GB/s)"); '' = the section's own
     sustained: bool = False  # the rate over all repetitions (best x min time / average time), not the best one
+    # A figure of it shows the best over these keys, not the mean: the parameters a study varies to find
+    # the best (HPL's grid, N, variant), so a figure asked for by name draws it as the studies do.
+    best_over: tuple[str, ...] = ()
 
     def selects(self, labels: dict) -> bool:
         """Is a value with these labels drawn? (A value without the label is.)"""
