@@ -34,3 +34,12 @@ def test_rmax_held_against_the_peak_is_hpls_gflops_wherever_it_is_stored():
 def test_a_figure_asked_for_by_name_takes_the_best_over_what_the_hpl_section_does():
     assert custom._best_over("hpl_gflops") == hpl.NUISANCE
     assert custom._best_over("stream_triad") is None
+
+
+def test_a_tuning_studys_table_gives_each_benchmarks_declared_headline():
+    found: dict[str, list] = {}
+    for d in registry.drawn("tuning", "headline"):
+        found.setdefault(d.benchmark, []).append((d.spec.name, *(d.use.pick or (None, None))))
+    assert found == {"pingpong": [("latency_us", "bytes", "smallest"), ("pingpong_bandwidth", "bytes", "largest")],
+                     "hpl": [("hpl_gflops", None, None)], "hpcc": [("hpl_gflops", None, None)],
+                     "lulesh": [("lulesh_fom", None, None)]}

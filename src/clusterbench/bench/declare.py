@@ -84,6 +84,9 @@ class ReportUse:
     # A figure of it shows the best over these keys, not the mean: the parameters a study varies to find
     # the best (HPL's grid, N, variant), so a figure asked for by name draws it as the studies do.
     best_over: tuple[str, ...] = ()
+    # One value per run, the one at the smallest or the largest value of a label (("bytes", "smallest"):
+    # a ping-pong's latency is its 0-byte time); None: the run's best value.
+    pick: tuple[str, str] | None = None
 
     def selects(self, labels: dict) -> bool:
         """Is a value with these labels drawn? (A value without the label is.)"""

@@ -285,7 +285,7 @@ LINE_LABELS = ("tv", "n", "nb", "p", "q")  # a T/V line: the variant and the pro
 # Where the report and the commands use HPL's figures (bench/declare.py ReportUse): the Rmax of the HPL
 # and energy sections, the Rmax held against the nodes' peak (analysis/plausibility.py, efficiency.py),
 # a run's headline in a listing, the pinning section's figure and columns, a cluster run's per-node
-# figure and its all-node run, a figure asked for by name.
+# figure and its all-node run, a figure asked for by name, a tuning study's table.
 RMAX_USES = (
     ReportUse("hpl", "rmax"), ReportUse("energy", "rmax"), ReportUse("peak", "rmax"),
     ReportUse("listing", "headline", "HPL", "Gflop/s"),
@@ -296,6 +296,7 @@ RMAX_USES = (
     # a figure asked for by name (report/custom.py): the best over what the studies take it over, as
     # the HPL section's figures (report/hpl.py NUISANCE)
     ReportUse("figures", "best", best_over=("grid", "p", "q", "tv", "n", "grids")),
+    ReportUse("tuning", "headline"),  # the figure of merit a tuning study's table gives per configuration
 )
 RMAX = merit(MetricSpec("hpl_gflops", "Gflop/s", True, LINE_LABELS, uses=RMAX_USES, negative_not_applicable=True))
 METRICS = (RMAX, MetricSpec("hpl_time", "s", False, LINE_LABELS, negative_not_applicable=True,
