@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from clusterbench.bench.declare import OPENMP_OPTION, BuildRecipe
-from clusterbench.bench.hpl.makearch import SHELL_TOOLS
 from clusterbench.build import common
 from clusterbench.build.common import Built, Job, Log, Recipe, read_version, run_logged
+from clusterbench.build.makearch import SHELL_TOOLS
 from clusterbench.native.build import toolchain_identity
 from clusterbench.system.mpi import mpi_stack
 

@@ -1,5 +1,5 @@
 """The `Make.<arch>` file that HPL's make system reads, generated for this cluster (HPCG's, whose make
-system is HPL's, is in `bench/hpcg/build.py` and shares SHELL_TOOLS).
+system is HPL's, is in `bench/hpcg/build.py`; what both share is in `build/makearch.py`).
 
 HPL builds from a hand-written `Make.<arch>`: the STFC report printed its own as an appendix.
 Here it is derived from what was detected: the MPI compiler wrapper (`mpicc` already knows the
@@ -16,6 +16,8 @@ MPI include and library paths, so `MPdir`/`MPinc`/`MPlib` stay empty) and one BL
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from clusterbench.build.makearch import SHELL_TOOLS
 
 F77_DEFS = "-DAdd_ -DF77_INTEGER=int -DStringSunStyle"
 
@@ -48,8 +50,6 @@ def blas_link(kind: str, mklroot: str | None = None) -> BlasLink:
 
 
 BLAS_KINDS = ("generic", "openblas", "blis", "mkl")
-SHELL_TOOLS = ("SHELL        = /bin/sh", "CD           = cd", "CP           = cp", "LN_S         = ln -fs",
-               "MKDIR        = mkdir -p", "RM           = /bin/rm -f", "TOUCH        = touch")  # HPL and HPCG alike
 
 
 def make_arch(top: str, arch: str, cc: str, cflags: str, blas: BlasLink, extra_libs: str = "-lm") -> str:
