@@ -292,7 +292,7 @@ RMAX_USES = (
     ReportUse("pinning", "figure", "HPL against CPUs used, per strategy", order=20, key="pinning-hpl", axis="Gflop/s"),
     ReportUse("pinning", "column", "HPL Gflop/s", order=20),
     ReportUse("cluster", "node", "HPL (one node)", "Gflop/s", order=30, key="hpl"),
-    ReportUse("cluster", "all-nodes", key="hpl"),
+    ReportUse("cluster", "all-nodes"),
     # a figure asked for by name (report/custom.py): the best over what the studies take it over, as
     # the HPL section's figures (report/hpl.py NUISANCE)
     ReportUse("figures", "best", best_over=("grid", "p", "q", "tv", "n", "grids")),
