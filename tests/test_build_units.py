@@ -10,13 +10,13 @@ import pytest
 
 from clusterbench.bench.hpcg.build import hpcg_version
 from clusterbench.bench.hpl.build import hpl_version
+from clusterbench.bench.hpl.makearch import BLAS_KINDS, blas_link, make_arch
+from clusterbench.bench.hpl.patches import HPCC_DRIVER_PATCHES, PatchError, patch_text, replace_mpi1_calls
 from clusterbench.bench.imb.build import imb_version, optimization, used_flags
 from clusterbench.bench.lulesh.build import lulesh_figures, lulesh_version
 from clusterbench.bench.osu.build import osu_version
 from clusterbench.bench.stream.build import code_model_flags, default_array_size, stream_version
 from clusterbench.build.common import read_version
-from clusterbench.build.makearch import BLAS_KINDS, blas_link, make_arch
-from clusterbench.build.patches import HPCC_DRIVER_PATCHES, PatchError, patch_text, replace_mpi1_calls
 from clusterbench.build.sources import parse_deb822, parse_one_line
 
 

@@ -24,6 +24,8 @@ from clusterbench.analysis.cluster_tags import PHASES, TAG_NODE, TAG_PAIR, TAG_P
 from clusterbench.analysis.dataset import Dataset, load
 from clusterbench.analysis.outliers import Placement, Rule, place
 from clusterbench.analysis.select import Selection, parse_term
+from clusterbench.bench import registry
+from clusterbench.bench.registry import Drawn
 from clusterbench.store.db import Store
 
 
@@ -47,18 +49,49 @@ class Measure:
         return dataclasses.replace(rule, min_spread=max(rule.min_spread, self.min_spread))
 
 
-NODE_MEASURES = (
-    # Sustained over STREAM's repetitions, as the FMA rate below: nodes that share something (a
-    # virtual cluster's memory bus) do not start and end at the same instant, and the best
-    # repetition of the one that ran last was made alone.
-    Measure("stream_triad", "STREAM Triad", "stream", "stream_triad", "GB/s", True, 1e-3, sustained=True),
-    Measure("dgemm", "DGEMM", "dgemm", "dgemm_gflops", "Gflop/s", True),
-    Measure("hpl", "HPL (one node)", "hpl", "hpl_gflops", "Gflop/s", True),
-    # The mean over the kernel's slices, not its best slice: a core shared with a stray process (a
-    # leftover of an earlier job) is as much a fault as a throttled one, and only the mean feels it.
-    # It also runs for a fixed time, so every node's kernel runs while the others' do.
-    Measure("clock", "FMA rate (one core)", "clock", "clock_gflops_mean", "Gflop/s", True),
-)
+# The per-node figures are what the benchmarks declare (bench/declare.py): every metric with a `cluster`
+# use in the `node` role, in the uses' order (STREAM Triad, DGEMM, HPL on one node, the FMA rate), its
+# key, label and shown unit the use's. STREAM's Triad is sustained over its repetitions, as the FMA rate
+# (clock_gflops_mean) is: nodes that share something (a virtual cluster's memory bus) do not start and
+# end at the same instant, and the best repetition of the one that ran last was made alone. The FMA rate
+# is the mean over the kernel's slices, not its best slice: a core shared with a stray process (a
+# leftover of an earlier job) is as much a fault as a throttled one, and only the mean feels it.
+NODE = ("cluster", "node")
+# The figure of the run across all nodes: the declared `cluster` use in the `all-nodes` role.
+ALL_NODES = ("cluster", "all-nodes")
+
+
+def measure(d: Drawn) -> Measure:
+    """A declared use as the figure this module compares: the use's key (else the metric's name), its
+    title as the label, its unit (else the metric's), the factor its unit conversion multiplies by."""
+    return Measure(d.use.key or d.spec.name, d.use.title or d.spec.name, d.benchmark, d.spec.name,
+                   d.use.unit or d.spec.unit, d.spec.higher_is_better, d.spec.shown(d.use)(1.0), d.use.where,
+                   sustained=d.use.sustained)
+
+
+def node_measures() -> tuple[Measure, ...]:
+    """The per-node figures, each key once (HPCC declares HPL's lines too: the first, HPL's own, counts)."""
+    found: dict[str, Measure] = {}
+    for d in registry.drawn(*NODE):
+        m = measure(d)
+        found.setdefault(m.key, m)
+    return tuple(found.values())
+
+
+def all_node_metrics() -> list[str]:
+    """The metrics the all-node run's figure is read from (HPL's Gflop/s)."""
+    return list(dict.fromkeys(d.spec.name for d in registry.drawn(*ALL_NODES)))
+
+
+def __getattr__(name: str):
+    """NODE_MEASURES: `node_measures()`, read from the registry on first use (then a module attribute),
+    so that importing this module does not import every benchmark."""
+    if name != "NODE_MEASURES":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()["NODE_MEASURES"] = found = node_measures()
+    return found
+
+
 # A 0-byte time is a mean over a thousand round trips: one context switch among them adds microseconds,
 # so on shared or small nodes it wanders by 10-50% where bandwidth holds to a few percent.
 LATENCY = Measure("latency", "latency (0 B)", "pingpong", "pingpong_time_us", "us", False, 1.0, (("bytes", 0),),
@@ -125,7 +158,7 @@ class ClusterView:
 
     def slowest_node(self) -> tuple[str, str] | None:
         """(node, why) of the node furthest out on the bad side, flagged or not; None without figures."""
-        return _furthest(self.rows, NODE_MEASURES, self.rule)
+        return _furthest(self.rows, _nodes(), self.rule)
 
     def slowest_link(self) -> tuple[str, str] | None:
         """The link furthest out: a flagged pair; else the worst pair of a node flagged for its links
@@ -196,7 +229,11 @@ def cluster_runs(data: Dataset) -> list[str]:
 
 def metrics() -> set[str]:
     """The metric names a cluster view reads."""
-    return {m.metric for m in (*NODE_MEASURES, *PAIR_MEASURES, IPERF)} | {"hpl_gflops"}
+    return {m.metric for m in (*_nodes(), *PAIR_MEASURES, IPERF)} | set(all_node_metrics())
+
+
+def _nodes() -> tuple[Measure, ...]:
+    return globals()["NODE_MEASURES"] if "NODE_MEASURES" in globals() else __getattr__("NODE_MEASURES")
 
 
 def cluster_views(data: Dataset, rule: Rule = Rule()) -> list[ClusterView]:
@@ -217,11 +254,11 @@ def cluster_view(data: Dataset, cluster_run: str, rule: Rule = Rule()) -> Cluste
         by_phase.setdefault(str(r["tags"].get(TAG_PHASE)), []).append(r)
     nodes = sorted({str(r["tags"][TAG_NODE]) for r in by_phase["node"] if r["tags"].get(TAG_NODE)}, key=natural)
     index = _by_run(data)
-    rows = [NodeRow(n, {m.key: None for m in NODE_MEASURES}, {}) for n in nodes]
+    rows = [NodeRow(n, {m.key: None for m in _nodes()}, {}) for n in nodes]
     row_of = {r.node: r for r in rows}
     for run in by_phase["node"]:
         row = row_of.get(str(run["tags"].get(TAG_NODE)))
-        for m in NODE_MEASURES:
+        for m in _nodes():
             if row is not None and run["benchmark"] == m.benchmark:
                 _keep_best(row, m, _value(index, run["id"], m), run["id"])
     pairs: dict[tuple[str, str], PairCell] = {}
@@ -292,7 +329,7 @@ def _by_run(data: Dataset) -> dict[str, dict[str, list[tuple[float, dict | None]
 
 
 def _flag_nodes(view: ClusterView) -> None:
-    for m in NODE_MEASURES:
+    for m in _nodes():
         placed = place({r.node: r.values[m.key] for r in view.rows if r.values[m.key] is not None},
                        m.higher_is_better, m.rule(view.rule))
         for row in view.rows:
@@ -328,7 +365,7 @@ def _flag_links(view: ClusterView) -> None:
 def _all_node_hpl(data: Dataset, runs: list[dict]) -> dict | None:
     best = None
     for run in runs:
-        rows = data.of("hpl_gflops")
+        rows = data.of(*all_node_metrics())
         rows = rows[rows["run_id"] == run["id"]]
         for value, labels in zip(rows["value"], rows["labels"], strict=True):
             if best is None or value > best["gflops"]:

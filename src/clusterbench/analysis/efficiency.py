@@ -13,14 +13,16 @@ from typing import TYPE_CHECKING
 
 from clusterbench.analysis.flags import counts
 from clusterbench.analysis.identity import known_node_count
+from clusterbench.bench import registry
 from clusterbench.store.db import Store
 
 if TYPE_CHECKING:
     from clusterbench.system.discover import SystemInfo
 
 
-def learned_hpl_efficiency(system: SystemInfo, db: str | Path | None = None) -> float | None:
-    """Median Rmax/Rpeak of the stored HPL results on this system that count, if any.
+def learned_efficiency(system: SystemInfo, db: str | Path | None = None) -> float | None:
+    """Median Rmax/Rpeak of the stored HPL results on this system that count, if any: the values of the
+    metrics declared as an Rmax held against the peak (a `peak` use in the `rmax` role: HPL's Gflop/s).
 
     Each value is held against the Rpeak of the nodes its run states it used (a node's Rpeak x
     `identity.known_node_count`): a run whose node count is unknown says nothing about efficiency
@@ -33,7 +35,8 @@ def learned_hpl_efficiency(system: SystemInfo, db: str | Path | None = None) -> 
         return None
     try:
         with Store(db, read_only=True) as store:
-            rows = store.metric_rows("hpl_gflops", system_id=system.fingerprint(), valid_only=True)
+            rows = [row for name in rmax_names()
+                    for row in store.metric_rows(name, system_id=system.fingerprint(), valid_only=True)]
             extra = {r["id"]: r for r in store.find_runs(("id", "source", "nodes", "reason"))} if rows else {}
     except Exception:  # noqa: BLE001 - an unreadable store must not stop planning
         return None
@@ -53,3 +56,12 @@ def learned_hpl_efficiency(system: SystemInfo, db: str | Path | None = None) -> 
             values.append(efficiency)
     values.sort()
     return values[len(values) // 2] if values else None
+
+
+def rmax_names() -> list[str]:
+    """The names of the metrics that are an Rmax, each once (HPCC stores HPL's under the same name)."""
+    return list(dict.fromkeys(d.spec.name for d in registry.drawn("peak", "rmax")))
+
+
+# The name cli/plan_cmd.py imports; to go when it imports learned_efficiency.
+learned_hpl_efficiency = learned_efficiency

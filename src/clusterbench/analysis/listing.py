@@ -189,11 +189,16 @@ def activity_lines(row: sqlite3.Row) -> list[str]:
 
 
 def headline(store: Store, run_id: str) -> str:
-    """The figure a reader wants first: the best valid HPL Gflop/s, else the first metric."""
+    """The figure a reader wants first: the best valid value of a metric declared as a listing's
+    headline (HPL's Gflop/s), else the first metric."""
+    from clusterbench.bench import registry
+
     ms = store.metrics(run_id)
-    hpl = [m for m in ms if m["name"] == "hpl_gflops" and m["valid"]]
-    if hpl:
-        return f"HPL {max(m['value'] for m in hpl):.2f} Gflop/s"
+    for d in registry.drawn("listing", "headline"):
+        values = [m["value"] for m in ms if m["name"] == d.spec.name and m["valid"]]
+        if values:
+            best = max(values) if d.spec.higher_is_better else min(values)
+            return f"{d.use.title} {d.spec.shown(d.use)(best):.2f} {d.use.unit or d.spec.unit}"
     if ms:
         return f"{ms[0]['name']} {ms[0]['value']:.4g} {ms[0]['unit']}"
     return "-"

@@ -9,7 +9,8 @@ HPL file with no node count used to be put at 1 node and shown at 221% of Rpeak.
   says it is impossible);
 - the peak is the measured one where the `clock` benchmark measured the system, else Rpeak
   (`analysis/peak.run_peak`);
-- a value of an Rmax metric (those the HPL section draws in its `rmax` role) above 100% of that
+- a value of an Rmax metric (those the benchmarks declare as held against the peak: a `peak` use in
+  its `rmax` role, bench/declare.py) above 100% of that
   peak x the known node count cannot be true: the run is marked `suspect` (flags.py) with the
   comparison as its reason, so it is shown marked and never a best.
 """
@@ -28,13 +29,14 @@ from clusterbench.bench import registry
 NODE_COUNT_UNKNOWN = "node count not stated"
 NO_PEAK = "no Rpeak known (give --rpeak-node, or describe the system)"
 LIMIT_PERCENT = 100.0
+RMAX = ("peak", "rmax")  # the (section, role) of a metric held against the peak of the nodes it ran on
 
 
 @lru_cache(maxsize=1)
 def rmax_metrics() -> dict[tuple[str, str], Callable[[float], float]]:
-    """(benchmark, metric) -> its value in Gflop/s, for every metric the HPL section draws as Rmax."""
+    """(benchmark, metric) -> its value in Gflop/s, for every metric declared as an Rmax held against the peak."""
     out: dict[tuple[str, str], Callable[[float], float]] = {}
-    for drawn in registry.drawn("hpl", "rmax"):
+    for drawn in registry.drawn(*RMAX):
         out.setdefault((drawn.benchmark, drawn.spec.name), drawn.spec.shown(drawn.use, "Gflop/s"))
     return out
 

@@ -66,14 +66,27 @@ class OutputFormat:
 
 @dataclass(frozen=True)
 class ReportUse:
-    """Where a report section draws a metric, in which role, and how it is shown there."""
+    """Where a report section (or an analysis a report and a command share) draws a metric, in which
+    role, and how it is shown there: the section asks the registry (`drawn(section, role)`) instead of
+    naming benchmarks and their metrics."""
 
-    section: str  # the report section: network, memory, hpl, hpcc, energy
-    role: str  # what the section draws it as: latency, bandwidth, triad, rmax, summary, ...
-    title: str = ""  # how the section names its values: a series prefix (IMB PingPong), a row (PTRANS)
+    section: str  # a report section (network, memory, hpl, hpcc, energy, pinning, cluster, figures), `peak`, `listing`
+    role: str  # what the section draws it as: latency, bandwidth, triad, rmax, summary, figure, column, node, ...
+    title: str = ""  # how the section names its values: a series prefix (IMB PingPong), a row (PTRANS), a figure
     unit: str = ""  # the unit it is shown in ('': the metric's own); the value is converted (see `convert`)
     where: tuple[tuple[str, object], ...] = ()  # only values whose label, when they have it, equals this
     order: int = 0  # among the section's sources, lowest first (ties: registry order)
+    # The name the section gives what it makes of these values, where that name is part of its output:
+    # a figure's id (pinning-hpl), a column's key in a table and in JSON (a cluster run's per-node `hpl`).
+    key: str = ""
+    axis: str = ""  # a figure's value axis ("Triad (GB/s)"); '' = the section's own
+    sustained: bool = False  # the rate over all repetitions (best x min time / average time), not the best one
+    # A figure of it shows the best over these keys, not the mean: the parameters a study varies to find
+    # the best (HPL's grid, N, variant), so a figure asked for by name draws it as the studies do.
+    best_over: tuple[str, ...] = ()
+    # One value per run, the one at the smallest or the largest value of a label (("bytes", "smallest"):
+    # a ping-pong's latency is its 0-byte time); None: the run's best value.
+    pick: tuple[str, str] | None = None
 
     def selects(self, labels: dict) -> bool:
         """Is a value with these labels drawn? (A value without the label is.)"""

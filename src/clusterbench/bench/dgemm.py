@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from clusterbench.bench.declare import MetricSpec, merit
+from clusterbench.bench.declare import MetricSpec, ReportUse, merit
 from clusterbench.bench.metrics import Metric, Outcome
 from clusterbench.bench.native import KERNEL_PARAMS, NativeKernel, have_library, memory_limit
 from clusterbench.bench.params import Param
@@ -32,7 +32,8 @@ class Dgemm(NativeKernel):
     uses_blas = True
     default_ranks = 1
     threaded_default = False
-    metrics = (merit(MetricSpec("dgemm_gflops", "Gflop/s", True, ("n",))),
+    metrics = (merit(MetricSpec("dgemm_gflops", "Gflop/s", True, ("n",),  # a cluster run's per-node figure:
+                                uses=(ReportUse("cluster", "node", "DGEMM", "Gflop/s", order=20, key="dgemm"),))),
                MetricSpec("dgemm_gflops_per_rank", "Gflop/s", True, ("n", "stat")))
     parameters = (
         Param("n", int, 2000, "matrix order N", minimum=1),

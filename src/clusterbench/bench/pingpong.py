@@ -48,8 +48,11 @@ class PingPong(NativeKernel):
         MetricSpec("pingpong_time_us", "us", False, ("bytes",), negative_not_applicable=True,
                    uses=(ReportUse("network", "latency", "ping-pong", order=10),)),
         MetricSpec("pingpong_bandwidth", "MB/s", True, ("bytes",), negative_not_applicable=True,
-                   uses=(ReportUse("network", "bandwidth", "ping-pong", order=10),)),
-        MetricSpec("latency_us", "us", False, ("bytes",), negative_not_applicable=True),
+                   uses=(ReportUse("network", "bandwidth", "ping-pong", order=10),
+                         ReportUse("tuning", "headline", order=20, pick=("bytes", "largest")))),
+        # a tuning study's table gives the latency at the smallest size, then the bandwidth at the largest
+        MetricSpec("latency_us", "us", False, ("bytes",), negative_not_applicable=True,
+                   uses=(ReportUse("tuning", "headline", order=10, pick=("bytes", "smallest")),)),
         merit(MetricSpec("peak_bandwidth", "MB/s", True, ("bytes",), negative_not_applicable=True)),
     )
     parameters = (

@@ -32,7 +32,6 @@ import statistics
 from clusterbench.analysis import cluster
 from clusterbench.analysis.cluster import (
     IPERF,
-    NODE_MEASURES,
     PAIR_MEASURES,
     ClusterView,
     Flag,
@@ -95,7 +94,7 @@ def _add_view(out: Section, view: ClusterView, prefix: str, title: str) -> None:
     for m in (*PAIR_MEASURES, IPERF):
         if any(c.values.get(m.key) is not None for c in view.pairs):
             out.pictures.append(heat_map(f"{prefix}-{m.key}", f"{title}{_pair_title(m)}", nodes, view, m))
-    for m in NODE_MEASURES:
+    for m in cluster.NODE_MEASURES:
         if any(r.values.get(m.key) is not None for r in view.rows):
             out.pictures.append(node_bars(f"{prefix}-{m.key}", f"{title}{m.label} per node", view, m))
     if view.rows:
@@ -189,15 +188,15 @@ def _why(flags: list[Flag]) -> str:
 def node_table(view: ClusterView, slug: str, title: str) -> MarkedTable:
     links = [m for m in (*PAIR_MEASURES, IPERF) if any(c.values.get(m.key) is not None for c in view.pairs)]
     medians = {m.key: _link_medians(view, m) for m in links}
-    columns = ["node", *[f"{m.label} ({m.unit})" for m in NODE_MEASURES],
+    columns = ["node", *[f"{m.label} ({m.unit})" for m in cluster.NODE_MEASURES],
                *[f"links' {m.label}, median ({m.unit})" for m in links], "flags", "runs"]
     rows, flagged = [], set()
     for i, row in enumerate(view.rows):
         if row.flags:
             flagged.add(i)
-        rows.append([row.node, *[row.values.get(m.key) for m in NODE_MEASURES],
+        rows.append([row.node, *[row.values.get(m.key) for m in cluster.NODE_MEASURES],
                      *[medians[m.key].get(row.node) for m in links], _why(row.flags),
-                     list(dict.fromkeys(row.runs[m.key] for m in NODE_MEASURES if m.key in row.runs))])
+                     list(dict.fromkeys(row.runs[m.key] for m in cluster.NODE_MEASURES if m.key in row.runs))])
     return MarkedTable(slug, f"{title} ({len(flagged)} of {len(rows)} flagged)", columns, rows,
                        note="One row per node, in the run's inventory order; each figure is the best valid value of "
                             "the node's own run. flags: which figures are out of line with the other nodes and how "

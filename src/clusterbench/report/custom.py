@@ -13,7 +13,6 @@ from clusterbench.analysis import shape
 from clusterbench.analysis.dataset import Dataset
 from clusterbench.bench import registry
 from clusterbench.errors import UserInputError
-from clusterbench.report import hpl
 from clusterbench.report.figures import axis_label, shaped_figure
 from clusterbench.report.model import Options, Section
 from clusterbench.report.spec import located
@@ -58,6 +57,12 @@ def _label_keys(choice: shape.Choice) -> tuple[str, ...] | None:
     return None
 
 
+def _best_over(metric: str) -> tuple[str, ...] | None:
+    """The keys a figure of this metric takes the best over, as its benchmark declares them (a `figures`
+    use in the `best` role: HPL's Rmax, best over grid, N, ...); None: the mean over repeats."""
+    return next((d.use.best_over for d in registry.drawn("figures", "best") if d.spec.name == metric), None)
+
+
 def _figure(store: Store, data: Dataset, choice: shape.Choice, index: int, out: Section) -> None:
     rows = data.of(choice.metric)
     if rows.empty:
@@ -69,9 +74,8 @@ def _figure(store: Store, data: Dataset, choice: shape.Choice, index: int, out: 
     if not len(values):
         raise shape.KeyProblem(f"labels: no value of {choice.metric} has the labels {choice.labels}", "labels",
                                hint="its labels: " + _label_values(rows))
-    rmax = choice.metric in hpl.metrics()
-    family = shape.Family(x=GENERIC.x, nuisance=hpl.NUISANCE if rmax else (),
-                          combine=shape.BEST if rmax else shape.MEAN)
+    best = _best_over(choice.metric)
+    family = shape.Family(x=GENERIC.x, nuisance=best or (), combine=shape.BEST if best is not None else shape.MEAN)
     found = shape.infer(values, family, choice)
     if found.x is None:
         raise shape.KeyProblem(f"x: the values of {choice.metric} have no numeric key to draw against", "x",

@@ -5,7 +5,8 @@ study's figure.
 x is the threads (or threads x ranks, the processes and threads that share the memory system),
 y the rate in GB/s (10^9 byte/s, STREAM's own MB/s divided by 1000). Triad is drawn; the table
 gives all four kernels. What it draws is what the benchmarks declare (bench/declare.py): every
-metric with a `memory` use, its role the kernel (the table's columns, in declared order). The
+metric with a `memory` use, its role the kernel (the table's columns, in declared order); the
+kernel whose use names a figure (its `key`, title and axis) is drawn. The
 shape (x, lines, panels) is inferred once from what varies (analysis/shape.py) and used for
 every kernel, so the table's rows are the figure's points.
 """
@@ -22,7 +23,6 @@ from clusterbench.report.figures import axis_label, shaped_figure
 from clusterbench.report.model import Section, Table
 
 UNIT = "GB/s"
-DRAWN_KERNEL = "triad"  # the one kernel drawn as a figure
 SERIES = ("pinning", "places", "proc_bind", "bind", "bind_to", "map_by", "rank_by", "system", "cluster", "host_group",
           *shape.DEFAULT_SERIES)  # a batch cluster's host groups are machines of their own: never one line
 MACHINE_KEYS = ("cluster", "host_group")
@@ -43,6 +43,8 @@ def section(data: Dataset, options) -> Section | None:
     kernels = list(dict.fromkeys(d.use.role for d in drawn))
     per_kernel: dict[str, list[pd.DataFrame]] = {k: [] for k in kernels}
     names: dict[str, list[str]] = {k: [] for k in kernels}
+    figure_use = next((d.use for d in drawn if d.use.key), None)  # the one kernel drawn as a figure
+    drawn_kernel = figure_use.role if figure_use else None
     for d in drawn:
         rows = data.of(d.spec.name)
         rows = rows[rows["benchmark"] == d.benchmark]
@@ -55,18 +57,18 @@ def section(data: Dataset, options) -> Section | None:
     values = {k: pd.concat(v, ignore_index=True) for k, v in per_kernel.items() if v}
     if not values:
         return None
-    first = DRAWN_KERNEL if DRAWN_KERNEL in values else next(iter(values))
+    first = drawn_kernel if drawn_kernel in values else next(iter(values))
     choice = next((options.choice_for(names[k]) for k in values if options.choice_for(names[k])), None)
     found = shape.infer(values[first], FAMILY, choice)
     drawings = {k: shape.draw(_with(v, values[first]), found, default_label="STREAM") for k, v in values.items()}
     out = Section("memory", "Memory bandwidth (STREAM)", [
         "Best-of-iterations rate as STREAM reports it, in GB/s = 10^9 byte/s. Points are means over "
         "repeats; bars span the minimum and maximum."])
-    if DRAWN_KERNEL in drawings:
+    if figure_use and drawn_kernel in drawings:
         what = axis_label(found.x)
-        figure, table = shaped_figure("memory-stream-triad", choice.title if choice and choice.title else
-                                      f"STREAM Triad against {what}", what, "Triad (GB/s)", drawings[DRAWN_KERNEL],
-                                      x_integer=True)
+        figure, table = shaped_figure(figure_use.key, choice.title if choice and choice.title else
+                                      f"{figure_use.title} against {what}", what, figure_use.axis,
+                                      drawings[drawn_kernel], x_integer=True)
         out.figures += [figure] if figure else []
         out.tables += [table] if table else []
     out.tables.insert(0, _table(drawings, values, data, kernels, axis_label(found.x)))

@@ -2,7 +2,10 @@
 
 Runs that name a `pinning:` strategy are grouped by strategy (and scaling mode when several were
 run). STREAM Triad is drawn against the CPUs used (threads x tasks), HPL's Gflop/s likewise; the
-table gives means with their ranges and HPL's time. Beside them, each strategy's placement picture
+table gives means with their ranges and HPL's time. What it draws is what the benchmarks declare
+(bench/declare.py): the metrics with a `pinning` use, `figure` (its id, title and axis) or `column`
+(its header), in the uses' order; a metric two benchmarks store (HPCC's HPL lines) is drawn once,
+from every run that has it. Beside them, each strategy's placement picture
 (pinning/render.py), drawn from the prediction stored with its widest run, so the reader sees why
 a strategy that put every task in one NUMA domain lost bandwidth. A run whose observed placement
 differed from the prediction is marked in the table and in the picture's caption, and its points
@@ -12,6 +15,8 @@ are drawn as their own series ("... observed placement differs").
 from __future__ import annotations
 
 from clusterbench.analysis.dataset import Dataset
+from clusterbench.bench import registry
+from clusterbench.bench.registry import Drawn
 from clusterbench.pinning.model import prediction_from_dict
 from clusterbench.pinning.render import picture_svg
 from clusterbench.report import repeats
@@ -19,12 +24,24 @@ from clusterbench.report.figures import aggregate
 from clusterbench.report.model import Figure, Picture, Section, Table
 from clusterbench.system.sources import from_lscpu_parse
 
-STREAM, HPL_GFLOPS, HPL_TIME = "stream_triad", "hpl_gflops", "hpl_time"
-MB_PER_GB = 1000.0
+SECTION = "pinning"
+
+
+def drawn(role: str) -> list[Drawn]:
+    """The metrics drawn in this role, each once (the first benchmark that declares it)."""
+    found: dict[str, Drawn] = {}
+    for d in registry.drawn(SECTION, role):
+        found.setdefault(d.spec.name, d)
+    return list(found.values())
 
 
 def metrics() -> set[str]:
-    return {STREAM, HPL_GFLOPS, HPL_TIME}
+    return {d.spec.name for d in registry.drawn(SECTION)}
+
+
+def scale(d: Drawn) -> float:
+    """Stored value x this = the value as the use shows it (a factor, applied as the section always has)."""
+    return d.spec.shown(d.use)(1.0)
 
 
 def workers(run: dict) -> int:
@@ -55,13 +72,14 @@ def section(data: Dataset, _options) -> Section | None:
         "each strategy's widest run: one block per NUMA domain, a column per core, the first hardware thread "
         "of each core above its SMT siblings, each cell the task bound there. Every run's real placement was "
         "sampled while it ran and compared with the prediction."])
-    figures = (("pinning-stream", STREAM, "STREAM Triad against CPUs used, per strategy", "Triad (GB/s)",
-                1 / MB_PER_GB), ("pinning-hpl", HPL_GFLOPS, "HPL against CPUs used, per strategy", "Gflop/s", 1.0))
-    for slug, name, title, y_label, scale in figures:
-        samples = [(_group(runs[rec.run_id], with_mode), workers(runs[rec.run_id]), rec.value * scale, rec.run_id)
-                   for rec in data.of(name).itertuples(index=False) if rec.run_id in runs]
+    for d in drawn("figure"):
+        factor = scale(d)
+        samples = [(_group(runs[rec.run_id], with_mode), workers(runs[rec.run_id]), rec.value * factor, rec.run_id)
+                   for rec in data.of(d.spec.name).itertuples(index=False) if rec.run_id in runs]
         if samples:
-            out.figures.append(Figure(slug, title, "threads x tasks", y_label, aggregate(samples), x_integer=True))
+            axis = d.use.axis or d.use.unit or d.spec.unit
+            out.figures.append(Figure(d.use.key, d.use.title, "threads x tasks", axis, aggregate(samples),
+                                      x_integer=True))
     out.tables.append(_table(data, runs))
     out.pictures += _pictures(runs, with_mode)
     return out
@@ -81,31 +99,35 @@ def effective(run: dict) -> str:
 
 
 def _table(data: Dataset, runs: dict[str, dict]) -> Table:
-    """One row per strategy, mode and size: the three figures as mean (min-max), n and CV over counted
-    repeats (a flagged run is never averaged: named apart), what the launcher did, the placement verdicts."""
+    """One row per strategy, mode and size: the declared columns (STREAM Triad, HPL's Gflop/s and time) as
+    mean (min-max), n and CV over counted repeats (a flagged run is never averaged: named apart), what the
+    launcher did, the placement verdicts."""
     groups: dict[tuple, list[dict]] = {}
     for run in runs.values():
         groups.setdefault(_row_key(run), []).append(run)
+    columns = drawn("column")
+    names = [d.spec.name for d in columns]
     samples: dict[tuple[tuple, str], list[float]] = {}
-    for name, scale in ((STREAM, 1 / MB_PER_GB), (HPL_GFLOPS, 1.0), (HPL_TIME, 1.0)):
-        for rec in data.of(name).itertuples(index=False):
+    for d in columns:
+        factor = scale(d)
+        for rec in data.of(d.spec.name).itertuples(index=False):
             if rec.run_id in runs and repeats.counted(data, rec.run_id):
-                samples.setdefault((_row_key(runs[rec.run_id]), name), []).append(rec.value * scale)
+                samples.setdefault((_row_key(runs[rec.run_id]), d.spec.name), []).append(rec.value * factor)
     rows = []
     for key in sorted(groups):
         members = groups[key]
         verdicts = sorted({verdict(r) for r in members})
         migrations = sum((r["facts"].get("pinning") or {}).get("migrations", 0) for r in members)
-        stats = {name: repeats.describe(samples.get((key, name), [])) for name in (STREAM, HPL_GFLOPS, HPL_TIME)}
+        stats = {name: repeats.describe(samples.get((key, name), [])) for name in names}
         high = [name for name, st in stats.items() if st["high"]]
         flagged = [r["id"] for r in members if not repeats.counted(data, r["id"])]
-        rows.append([*key, *[repeats.cell_text(stats[name]) for name in (STREAM, HPL_GFLOPS, HPL_TIME)],
+        rows.append([*key, *[repeats.cell_text(stats[name]) for name in names],
                      f"{repeats.HIGH_CV} ({', '.join(high)})" if high else "",
                      "; ".join(sorted({effective(r) for r in members} - {""})) or "not recorded",
                      ", ".join("MISMATCH" if v == "mismatch" else v for v in verdicts), migrations,
                      repeats.runs_flags(data, flagged), sorted(r["id"] for r in members)])
     return Table("pinning-table", "Strategies: STREAM Triad (GB/s), HPL Gflop/s and time (s), mean (min-max), n, CV",
-                 ["strategy", "scaling", "CPUs", "tasks x threads", "Triad", "HPL Gflop/s", "HPL time", "spread",
+                 ["strategy", "scaling", "CPUs", "tasks x threads", *(d.use.title for d in columns), "spread",
                   "ran as", "placement", "migrations", "flagged runs (not averaged)", "runs"], rows,
                  note="ran as: the launcher's effective binding and mapping (its documented defaults filled in, "
                       "checked by the probes). placement: match = every rank and thread ran where predicted; "

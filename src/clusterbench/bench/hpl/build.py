@@ -1,7 +1,7 @@
 """`clusterbench build hpl`: a standalone xhpl for this cluster, built into the cache.
 
 Source: a netlib HPL 2.x tree or tarball given by the user, or (no source, Debian/Ubuntu) the
-HPL inside Debian's `hpcc` source package (see `sources.py`). The tree is copied, patched
+HPL inside Debian's `hpcc` source package (see `build/sources.py`). The tree is copied, patched
 (`patches.py`: MPI-1 calls removed by MPI-3; for HPCC's HPL the driver's input/output and a
 `main`), given a generated `Make.clusterbench` (`makearch.py`) and built with HPL's own make
 system. The result is smoke-tested (a 1-rank N=256 run must print a PASSED residual) before it
@@ -20,11 +20,11 @@ from pathlib import Path
 
 from clusterbench.bench.declare import BuildOption, BuildRecipe
 from clusterbench.bench.hpl.input import HplInput, render_hpl_dat
+from clusterbench.bench.hpl.makearch import BLAS_KINDS, blas_link, make_arch
 from clusterbench.bench.hpl.output import hpl_outcome
+from clusterbench.bench.hpl.patches import PatchError, patch_hpcc_driver, patch_mpi1_tree
 from clusterbench.build import common
 from clusterbench.build.common import BuildError, Built, Job, Log, Recipe, read_version, run_logged
-from clusterbench.build.makearch import BLAS_KINDS, blas_link, make_arch
-from clusterbench.build.patches import PatchError, patch_hpcc_driver, patch_mpi1_tree
 from clusterbench.errors import UserInputError
 from clusterbench.native.build import toolchain_identity
 from clusterbench.system.mpi import mpi_stack

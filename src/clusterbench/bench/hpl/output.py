@@ -12,7 +12,8 @@ more than 10^7 Gflop/s per MPI process, which no machine reaches. Against a know
 `check_rpeak` invalidates anything above 10x Rpeak.
 
 Declared here for the importer and the report: `FORMAT` (an HPL output file, one imported run
-per T/V line) and `METRICS` (`hpl_gflops`, the Rmax of the HPL section and the energy section).
+per T/V line) and `METRICS` (`hpl_gflops`, the Rmax of the HPL section and the energy section, and
+where else it is drawn: `RMAX_USES`; `hpl_time`).
 """
 
 from __future__ import annotations
@@ -281,7 +282,23 @@ def recognise(text: str) -> bool:
 
 
 LINE_LABELS = ("tv", "n", "nb", "p", "q")  # a T/V line: the variant and the problem it solved
-RMAX = merit(MetricSpec("hpl_gflops", "Gflop/s", True, LINE_LABELS,
-                        uses=(ReportUse("hpl", "rmax"), ReportUse("energy", "rmax")), negative_not_applicable=True))
-METRICS = (RMAX, MetricSpec("hpl_time", "s", False, LINE_LABELS, negative_not_applicable=True))
+# Where the report and the commands use HPL's figures (bench/declare.py ReportUse): the Rmax of the HPL
+# and energy sections, the Rmax held against the nodes' peak (analysis/plausibility.py, efficiency.py),
+# a run's headline in a listing, the pinning section's figure and columns, a cluster run's per-node
+# figure and its all-node run, a figure asked for by name, a tuning study's table.
+RMAX_USES = (
+    ReportUse("hpl", "rmax"), ReportUse("energy", "rmax"), ReportUse("peak", "rmax"),
+    ReportUse("listing", "headline", "HPL", "Gflop/s"),
+    ReportUse("pinning", "figure", "HPL against CPUs used, per strategy", order=20, key="pinning-hpl", axis="Gflop/s"),
+    ReportUse("pinning", "column", "HPL Gflop/s", order=20),
+    ReportUse("cluster", "node", "HPL (one node)", "Gflop/s", order=30, key="hpl"),
+    ReportUse("cluster", "all-nodes"),
+    # a figure asked for by name (report/custom.py): the best over what the studies take it over, as
+    # the HPL section's figures (report/hpl.py NUISANCE)
+    ReportUse("figures", "best", best_over=("grid", "p", "q", "tv", "n", "grids")),
+    ReportUse("tuning", "headline"),  # the figure of merit a tuning study's table gives per configuration
+)
+RMAX = merit(MetricSpec("hpl_gflops", "Gflop/s", True, LINE_LABELS, uses=RMAX_USES, negative_not_applicable=True))
+METRICS = (RMAX, MetricSpec("hpl_time", "s", False, LINE_LABELS, negative_not_applicable=True,
+                            uses=(ReportUse("pinning", "column", "HPL time", order=30),)))
 FORMAT = OutputFormat("hpl", recognise, split_results, title="HPL", rpeak_check=check_rpeak)

@@ -52,7 +52,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from clusterbench.bench.declare import MetricSpec, OutputFormat, Result, merit
+from clusterbench.bench.declare import MetricSpec, OutputFormat, ReportUse, Result, merit
 from clusterbench.bench.metrics import Metric, Outcome, TooManyResults, is_finite
 
 MAX_REL_DIFF = 1e-8  # symmetry check: above this the run is wrong, not rounded (see the docstring)
@@ -253,7 +253,8 @@ def recognise(text: str) -> bool:
 
 
 METRICS = (
-    merit(MetricSpec("lulesh_fom", "kz/s", True)),  # as LULESH prints it (labelled "z/s"): 10^3 zone-cycles per second
+    # as LULESH prints it (labelled "z/s"): 10^3 zone-cycles per second; a tuning study's table gives it
+    merit(MetricSpec("lulesh_fom", "kz/s", True, uses=(ReportUse("tuning", "headline"),))),
     MetricSpec("lulesh_elapsed_s", "s", False),
     MetricSpec("lulesh_grind_domain_us", "us", False),  # per zone per cycle on one domain (one rank)
     MetricSpec("lulesh_grind_us", "us", False),  # per zone per cycle over all ranks (1000 / FOM)

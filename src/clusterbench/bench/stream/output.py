@@ -62,6 +62,14 @@ def recognise(text: str) -> bool:
 
 
 KERNELS = ("copy", "scale", "add", "triad")  # the memory section's table columns, in this order
+# Where else a `stream` run's Triad is drawn: the pinning section's figure and first column, and a
+# cluster run's per-node figure (sustained over the repetitions: see analysis/cluster.py).
+TRIAD_USES = (
+    ReportUse("pinning", "figure", "STREAM Triad against CPUs used, per strategy", "GB/s", order=10,
+              key="pinning-stream", axis="Triad (GB/s)"),
+    ReportUse("pinning", "column", "Triad", "GB/s", order=10),
+    ReportUse("cluster", "node", "STREAM Triad", "GB/s", order=10, key="stream_triad", sustained=True),
+)
 
 
 def _declared(spec: MetricSpec) -> MetricSpec:
@@ -69,7 +77,11 @@ def _declared(spec: MetricSpec) -> MetricSpec:
     return merit(spec) if spec.name == "stream_triad" else spec
 
 
-METRICS = tuple(_declared(MetricSpec(f"stream_{k}", "MB/s", True, uses=(ReportUse("memory", k),))) for k in KERNELS)
+# The memory section's table gives every kernel; Triad is also drawn, as its figure.
+MEMORY_FIGURE = ReportUse("memory", "triad", "STREAM Triad", key="memory-stream-triad", axis="Triad (GB/s)")
+METRICS = tuple(_declared(MetricSpec(f"stream_{k}", "MB/s", True,
+                                     uses=(MEMORY_FIGURE, *TRIAD_USES) if k == "triad" else (ReportUse("memory", k),)))
+                for k in KERNELS)
 BINARY_METRICS = tuple(_declared(MetricSpec(m.name, m.unit, m.higher_is_better, m.labels)) for m in METRICS)
 # The `stream` kernel's own figures with several ranks (parsed in kernel.py): per-rank min/avg/max,
 # and the figure HPCC's StarSTREAM would print.
