@@ -61,7 +61,3 @@ def learned_efficiency(system: SystemInfo, db: str | Path | None = None) -> floa
 def rmax_names() -> list[str]:
     """The names of the metrics that are an Rmax, each once (HPCC stores HPL's under the same name)."""
     return list(dict.fromkeys(d.spec.name for d in registry.drawn("peak", "rmax")))
-
-
-# The name cli/plan_cmd.py imports; to go when it imports learned_efficiency.
-learned_hpl_efficiency = learned_efficiency

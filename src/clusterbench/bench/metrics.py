@@ -11,6 +11,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+# No machine reaches 10^7 Gflop/s (10 Pflop/s) in one MPI process: the fastest GPU is ~100x below. HPL's and
+# HPCG's parsers both refuse a rate above it per process.
+MAX_GFLOPS_PER_PROCESS = 1e7
+
 
 def is_finite(value: object) -> bool:
     """True for a real, finite number; False for inf, nan, an int too large for a float, or a non-number."""

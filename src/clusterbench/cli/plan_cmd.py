@@ -64,7 +64,7 @@ def plan(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")] = False,
 ) -> None:
     """Plan HPL (N per NB, grids, layouts, input files), or list a campaign file's runs and time."""
-    from clusterbench.analysis.efficiency import learned_hpl_efficiency
+    from clusterbench.analysis.efficiency import learned_efficiency
     from clusterbench.plan.ranges import parse_int_values
     from clusterbench.system.discover import discover, system_from_file
     from clusterbench.units import format_bytes, parse_duration, parse_size
@@ -92,7 +92,7 @@ def plan(
     info = system_from_file(from_file, nodes=nodes) if from_file else discover(nodes=nodes, with_software=False)
     per_node = parse_size(memory, "--memory") if memory else None
     seconds = parse_duration(time_budget, "--time") if time_budget and n is None else None
-    eff = efficiency if efficiency is not None else learned_hpl_efficiency(info)
+    eff = efficiency if efficiency is not None else learned_efficiency(info)
     result = _HPL.plan(info, nbs, nodes=nodes, memory_per_node=per_node, fraction=fraction, seconds=seconds,
                        efficiency=eff, layout=layout.value, ranks=ranks,
                        ethernet=interconnect == Interconnect.ethernet, n=n, grid=(p, q) if p is not None else None)

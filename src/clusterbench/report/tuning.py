@@ -24,17 +24,20 @@ from clusterbench.report.figures import aggregate
 from clusterbench.report.model import Figure, Section, Table
 
 BASELINE = "baseline"
-# The figure of merit of each benchmark a tuning study runs, and the label that picks one value.
-HEADLINES = {
-    "pingpong": [("latency_us", "bytes", "smallest"), ("pingpong_bandwidth", "bytes", "largest")],
-    "hpl": [("hpl_gflops", None, None)],
-    "hpcc": [("hpl_gflops", None, None)],
-    "lulesh": [("lulesh_fom", None, None)],
-}
+def headlines() -> dict[str, list[tuple[str, str | None, str | None]]]:
+    """Each benchmark's headline in a tuning study, as its metrics declare it (ReportUse "tuning",
+    "headline"; `pick`: the label whose smallest or largest value is the one shown): benchmark ->
+    [(metric, label, smallest|largest)]."""
+    from clusterbench.bench import registry
+
+    out: dict[str, list[tuple[str, str | None, str | None]]] = {}
+    for drawn in registry.drawn("tuning", "headline"):
+        out.setdefault(drawn.benchmark, []).append((drawn.spec.name, *(drawn.use.pick or (None, None))))
+    return out
 
 
 def metrics() -> set[str]:
-    return {name for heads in HEADLINES.values() for name, _, _ in heads}
+    return {name for heads in headlines().values() for name, _, _ in heads}
 
 
 def _settings(run: dict) -> dict[str, str]:
@@ -119,9 +122,10 @@ def section(data: Dataset, _options) -> Section | None:
         shown = sorted(flagged)[:20]
         out.paragraphs.append(f"{len(flagged)} flagged run(s) are not counted: "
                               + repeats.runs_flags(data, shown) + (" ..." if len(flagged) > 20 else ""))
+    declared = headlines()
     for benchmark in sorted({r["benchmark"] for r in runs.values()}):
         ids = {rid for rid, r in runs.items() if r["benchmark"] == benchmark and rid not in flagged}
-        for name, label, pick in HEADLINES.get(benchmark, ()):
+        for name, label, pick in declared.get(benchmark, ()):
             values = _headline_values(data, ids, name, label, pick)
             by_config: dict[str, list[str]] = {}
             for rid in sorted(values):

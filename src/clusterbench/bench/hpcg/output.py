@@ -17,8 +17,7 @@ from __future__ import annotations
 import re
 
 from clusterbench.bench.declare import MetricSpec, OutputFormat, ReportUse, Result, merit
-from clusterbench.bench.hpl.output import MAX_GFLOPS_PER_PROCESS
-from clusterbench.bench.metrics import Metric, Outcome, is_finite
+from clusterbench.bench.metrics import MAX_GFLOPS_PER_PROCESS, Metric, Outcome, is_finite
 
 _LOG_LINE = re.compile(r"^Call \[\d+\] Number of Iterations", re.M)
 _RATING = re.compile(r"HPCG result is (VALID|INVALID) with a GFLOP/s rating of=\s*([\d.eE+-]+)")

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from clusterbench.bench.declare import MetricSpec, OutputFormat, ReportUse, Result, merit
 from clusterbench.bench.hpl.timing import hpl_flops
-from clusterbench.bench.metrics import Metric, Outcome, TooManyResults, is_finite
+from clusterbench.bench.metrics import MAX_GFLOPS_PER_PROCESS, Metric, Outcome, TooManyResults, is_finite
 
 _VERSION = re.compile(r"HPLinpack\s+(\d+(?:\.\d+)*)")
 _RESULT = re.compile(
@@ -41,8 +41,6 @@ _COUNTS = {
 _ECHO = re.compile(r"^(N|NB|PMAP|P|Q|PFACT|NBMIN|NDIV|RFACT|BCAST|DEPTH|SWAP|L1|U|EQUIL|ALIGN)\s+:\s+(.*?)\s*$")
 _THRESHOLD = re.compile(r"scaled residuals are less than\s+([\d.]+)")
 
-# No machine reaches 10^7 Gflop/s (10 Pflop/s) in one MPI process: the fastest GPU is ~100x below.
-MAX_GFLOPS_PER_PROCESS = 1e7
 RPEAK_FACTOR = 10  # above 10x the Rpeak of the system it ran on, a figure is impossible
 # HPL's Gflops follow from N and its own (unrounded) time; the printed time has two decimals.
 # A figure more than this factor outside what N and the printed time allow was not computed by HPL.
