@@ -76,13 +76,13 @@ def main() -> int:
     tmp = tempfile.mkdtemp(prefix="tuner-vs-sweep-")
     os.environ["CLUSTERBENCH_DB"] = args.db or str(Path(tmp) / "results.db")
 
+    from clusterbench.bench.hpl.tuning import distinct_layouts
     from clusterbench.errors import UserInputError
     from clusterbench.launch.site import LOCAL
     from clusterbench.store.db import Store
     from clusterbench.system.discover import discover
     from clusterbench.tune.search import Config
     from clusterbench.tune.session import TuneOptions, prepare
-    from clusterbench.bench.hpl.tuning import distinct_layouts
 
     tag = uuid.uuid4().hex[:6]  # fresh session names: every trial here is measured, none replayed
     site, site_key = LOCAL, ""
