@@ -50,19 +50,26 @@ def load_runs(path: Path, lock: ExitStack | None = None) -> LoadedCampaign:
     campaign, source = load_campaign(path)
     if lock is not None:
         lock.enter_context(campaign_lock(default_db_path(), campaign.name, strict=False))
-    local = discover()
-    try:
-        site = site_from_section(campaign.cluster)
-    except UserInputError as exc:
-        raise CampaignError(exc.message, source, ("cluster",), hint=exc.hint) from None
-    system = local
-    if site.inventory:  # only mpirun and slurm sites have one
-        system = system_from_facts(gather(site.inventory.names), local)
+    site, system = where_it_runs(campaign, source)
     runs = expand(campaign, source, system)
     _check_node_counts(runs, site, source)
     _check_pinning(runs, site, source)
     _check_settings(campaign, runs, site, source)
     return LoadedCampaign(Path(path), campaign, source, runs, system, site)
+
+
+def where_it_runs(campaign: Campaign, source: CampaignSource) -> tuple[Site, SystemInfo]:
+    """The campaign's site (its `cluster:` section; errors located there) and the system its runs are
+    planned for: one compute node (facts gathered over ssh; the smallest memory) when the site has
+    nodes, else this machine. Shared by `campaign run`, `plan FILE` and `tune --campaign`."""
+    local = discover()
+    try:
+        site = site_from_section(campaign.cluster)
+    except UserInputError as exc:
+        raise CampaignError(exc.message, source, ("cluster",), hint=exc.hint) from None
+    if site.inventory:  # only mpirun and slurm sites have one
+        return site, system_from_facts(gather(site.inventory.names), local)
+    return site, local
 
 
 def _check_node_counts(runs: list[PlannedRun], site: Site, source: CampaignSource) -> None:

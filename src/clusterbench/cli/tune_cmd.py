@@ -38,58 +38,6 @@ def _space_items(items: list[str], example: str = EXAMPLE) -> dict:
     return out
 
 
-def _from_campaign(path: Path, block_name: str | None, options, benchmark: str = HPL):
-    """The options, site and system of a campaign file's block of the benchmark (its space: and params:),
-    located errors."""
-    from clusterbench.campaign.expand import site_key
-    from clusterbench.campaign.spec import CampaignError, load_campaign
-    from clusterbench.campaign.where import site_from_section, system_from_facts
-    from clusterbench.cluster.facts import gather
-    from clusterbench.errors import UserInputError
-    from clusterbench.system.discover import discover
-
-    campaign, source = load_campaign(path)
-    blocks = [(i, b) for i, b in enumerate(campaign.benchmarks) if b.benchmark == benchmark
-              and (block_name is None or b.label == block_name)]
-    if not blocks:
-        raise CampaignError(f"no {benchmark} block{' named ' + repr(block_name) if block_name else ''} to tune",
-                            source, ("benchmarks",),
-                            hint=f"add a block with benchmark: {benchmark} and a space:, or give --block NAME")
-    i, block = blocks[0]
-    try:
-        site = site_from_section(campaign.cluster)
-    except UserInputError as exc:
-        raise CampaignError(exc.message, source, ("cluster",), hint=exc.hint) from None
-    local = discover()
-    system = system_from_facts(gather(site.inventory.names), local) if site.inventory else local
-
-    def option(key: str) -> str:
-        loc = ("benchmarks", i, "space", key) if key in block.space else ("benchmarks", i, "space")
-        return f"{source.where(loc)}: benchmarks[{i}].{'space.' + key if key in block.space else 'space'}"
-
-    declared = {p.name: p for p in benchmark_class(benchmark).parameters}
-    fixed = {}
-    for name, value in block.params.items():
-        if name not in declared:
-            raise CampaignError(f"{benchmark} has no parameter {name!r}", source, ("benchmarks", i, "params", name))
-        try:
-            fixed[name] = declared[name].check(value)
-        except UserInputError as exc:
-            raise CampaignError(exc.message, source, ("benchmarks", i, "params", name)) from None
-    if campaign.cluster.mpi and "mpi" not in fixed:
-        fixed["mpi"] = campaign.cluster.mpi
-    n = fixed.pop(benchmark_class(benchmark).tuning.fidelity, None)
-    options.space = dict(block.space) | options.space
-    options.fixed = fixed | options.fixed
-    options.n = options.n or n
-    if "nodes" in fixed:
-        options.nodes = fixed.pop("nodes")
-    options.option = option
-    options.timeout_s = block.timeout_s or campaign.timeout_s
-    options.env = {k: str(v) for k, v in (campaign.env | block.env).items()}
-    return options, site, site_key(campaign), system
-
-
 @tune_app.command(HPL)
 def tune_hpl(
     budget: Annotated[str, typer.Option(help="Time budget of the search, e.g. 30m, 2h.")] = "10m",
@@ -146,7 +94,9 @@ def _tune(benchmark: str, budget: str, n: int | None, nodes: int, space: list[st
     options.option = lambda key: f"--space {key}={written[key]}" if key in written else "--space"
     site_key = ""
     if campaign is not None:
-        options, site, site_key, system = _from_campaign(campaign, block, options, benchmark)
+        from clusterbench.tune.campaign_block import options_from_campaign
+
+        options, site, site_key, system = options_from_campaign(campaign, block, options, benchmark)
     else:
         from clusterbench.launch.site import LOCAL
 
