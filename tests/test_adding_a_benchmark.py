@@ -1,10 +1,12 @@
 """The one-module benchmark of docs/benchmarks.md, run as written: it runs in a campaign (through
 the one run loop, real `dd`), `clusterbench import` recognises a log of old dd runs by its content
-and stores each transfer, and the report's memory section draws both, though no import, report or
-executor code names the benchmark. Removed from the registry, its log is not recognised."""
+and stores each transfer, the report's memory section draws both, and the tuner finds its best block
+size with real trials, stored and replayed, though no import, report, executor or tuner code names the
+benchmark. Removed from the registry, its log is not recognised."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -16,6 +18,7 @@ from clusterbench.analysis.select import Selection
 from clusterbench.bench import registry
 from clusterbench.campaign.expand import expand
 from clusterbench.campaign.spec import parse_campaign
+from clusterbench.errors import UserInputError
 from clusterbench.execution.loop import QuietReporter, run_all
 from clusterbench.report.build import build
 from clusterbench.report.model import Options
@@ -36,6 +39,7 @@ def ddcopy(tmp_path):
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("ddcopy_doc", None)
+        registry._registered.pop("ddcopy", None)
         registry.BENCHMARKS.pop("ddcopy", None)
 
 
@@ -86,3 +90,49 @@ def test_unregistered_its_log_is_not_recognised(tmp_path, isolated_db):
     with Store(isolated_db) as store:
         (rep,) = import_paths(store, [str(log)]).files
     assert rep.kind is None and rep.stored == 0
+
+
+def test_the_docs_benchmark_is_tuned_stored_and_resumed(ddcopy, tmp_path, isolated_db, monkeypatch):
+    """Its `tuning` declaration, through the generic tuner: real dd trials of at most 32 MiB, at two counts."""
+    from clusterbench.tune.session import TuneOptions, prepare, write_outputs
+
+    monkeypatch.setenv("CLUSTERBENCH_OBSERVE", "0")  # no node state read around each of the ~40 short trials
+    tuning = ddcopy.DdCopy.tuning
+    blocks = ["64K", "256K", "1M", "4M"]
+    system = discover(with_software=False)
+    options = TuneOptions(budget_s=60, n=8, levels=2, eta=2, repeats=2, tuning=tuning)
+    with Store(isolated_db) as store:
+        store.remember_system(system)
+        session = prepare(store, options, system, system_id=system.fingerprint())
+        assert session.name.startswith("tune-ddcopy-") and session.tspace.fidelities == [4, 8]
+        assert session.tspace.space.dims == {"block": blocks} and "assumed" in session.rates_source
+        result = session.run()
+        # a best among the declared block sizes, sampled `repeats` times at the deciding count
+        assert result.best is not None and result.best.config.as_dict()["block"] in blocks
+        assert len(result.best.samples) >= 2 and result.best.median > 0 and result.stopped == "space exhausted"
+        best = result.best.config.as_dict()["block"]
+        paths = write_outputs(session, result, tmp_path / "out")
+        assert paths["dd_line"].read_text() == f"dd if=/dev/zero of=/dev/null bs={best} count=8\n"
+        ran = session.evaluator.ran
+        assert ran == len(result.trials) > 0
+        # every trial a stored ddcopy run, of a declared block and count, with a valid dd_rate
+        rows = query(isolated_db, "SELECT r.benchmark, r.params, m.value, m.valid FROM runs r "
+                                  "JOIN metrics m ON m.run_id = r.id AND m.name = 'dd_rate'")
+        assert len(rows) == ran and {r["benchmark"] for r in rows} == {"ddcopy"}
+        assert all(r["valid"] and r["value"] > 0 for r in rows)
+        assert {(p["block"], p["count"]) for p in map(json.loads, (r["params"] for r in rows))} \
+            <= {(b, c) for b in blocks for c in (4, 8)}
+        # the same call again is the same session: every trial replayed from the store, none run, and
+        # the model decides with the inputs it began with, though dd_rate values are stored now
+        again = prepare(store, options, system, system_id=system.fingerprint())
+        assert again.name == session.name and "as when this session began" in again.rates_source
+        assert again.evaluator.rates == session.evaluator.rates
+        replay = again.run()
+        assert again.evaluator.ran == 0 and again.evaluator.replayed == len(replay.trials) == ran
+        assert replay.best is not None and replay.best.config == result.best.config
+        assert len(query(isolated_db, "SELECT id FROM runs")) == ran
+    # a knob it does not declare, or a block dd would not take, is refused before anything runs
+    with pytest.raises(UserInputError, match="ddcopy tunes only block"):
+        prepare(None, TuneOptions(tuning=tuning, space={"bs": ["1M"]}), system)
+    with pytest.raises(UserInputError, match="not a dd block size"):
+        prepare(None, TuneOptions(tuning=tuning, space={"block": "1M,1X"}), system)
