@@ -100,7 +100,9 @@ def plan(
         if path:
             path.write_text(text())
 
-    model = model_predictions(result, info, interconnect.value, from_file is not None)
+    from clusterbench.tune.rates import stored_rates_view
+
+    model = stored_rates_view(_HPL, result, info, interconnect.value, from_file is not None)
     if as_json:
         print(json.dumps(result.to_dict() | {"model": model}, indent=2))
         return
@@ -133,20 +135,3 @@ def plan(
 
 def format_seconds(seconds: float) -> str:
     return f"{seconds:.2g} s" if seconds < 10 else f"{seconds:.0f} s"
-
-
-def model_predictions(result, info, interconnect: str, from_file: bool) -> dict:
-    """The HPL model's view of the plan (the benchmark's `plan_predictions`), with the rates of stored runs of
-    this system, else fallbacks. The store is only read; one that cannot be read leaves the fallbacks
-    (planning must not stop)."""
-    from clusterbench.store.db import Store
-    from clusterbench.system.discover import discover
-    from clusterbench.tune.rates import rates_for
-
-    system = info if from_file else discover(nodes=result.nodes)  # with software: the stored runs' identity
-    try:
-        with Store(read_only=True) as store:
-            rates, source = rates_for(store, system, result.nodes, interconnect=interconnect)
-    except Exception:  # noqa: BLE001 - no store, or one that cannot be read: the fallbacks
-        rates, source = rates_for(None, system, result.nodes, interconnect=interconnect)
-    return _HPL.plan_predictions(result, rates, source)

@@ -105,3 +105,20 @@ def _rows(store: Store | None, ids: Iterable[str], name: str) -> list[StoredValu
             if math.isfinite(row["value"]) and row["value"] > 0:
                 out.append((params, labels, float(row["value"]), row["unit"], row["run_id"]))
     return out
+
+
+def stored_rates_view(bench, plan, system: SystemInfo, interconnect: str, from_file: bool) -> dict:
+    """A plan as the benchmark's model sees it (`bench.plan_predictions`, `plan hpl`'s model column), with the
+    rates of stored runs of this system, else fallbacks. The store is only read; one that cannot be read
+    leaves the fallbacks (planning must not stop). `from_file`: `system` was read from a file and is used as
+    it is; else this machine is discovered again with its software (the stored runs' identity)."""
+    from clusterbench.system.discover import discover
+
+    system = system if from_file else discover(nodes=plan.nodes)
+    tuning = bench.tuning
+    try:
+        with Store(read_only=True) as store:
+            rates, source = rates_for(store, system, plan.nodes, interconnect=interconnect, tuning=tuning)
+    except Exception:  # noqa: BLE001 - no store, or one that cannot be read: the fallbacks
+        rates, source = rates_for(None, system, plan.nodes, interconnect=interconnect, tuning=tuning)
+    return bench.plan_predictions(plan, rates, source)
