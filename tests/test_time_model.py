@@ -78,3 +78,36 @@ def test_no_module_outside_bench_imports_a_benchmark_package(where):
                 parts = name.split(".")
                 assert not (parts[:2] == ["clusterbench", "bench"] and len(parts) > 2
                             and parts[2] in BENCHMARK_PACKAGES), f"{path.relative_to(SRC)} imports {name}"
+
+
+def test_hpcc_time_model_learns_from_the_stored_figures_it_declares(tmp_path):
+    """The store reads the figures HPCC's model names (store.recent_figures: no benchmark named in the
+    store); runs of another system, a failed run and a run missing a figure are not learned from."""
+    from clusterbench.bench.metrics import Metric
+    from clusterbench.bench.registry import benchmark_class
+    from clusterbench.store.db import Store
+    from clusterbench.store.records import RunRecord
+
+    model = benchmark_class("hpcc").run_time
+    with Store(tmp_path / "r.db") as store:
+        for system in ("sys1", "sys2"):  # two systems as the store knows them (remember_system's row)
+            store.conn.execute("INSERT INTO systems VALUES (?, 'node', '{}', '{}', '2026-12-02T00:00:00Z')",
+                               (system,))
+
+        def stored(run_id, system, status, n, total, figures):
+            store.begin_run(RunRecord(run_id, "hpcc", {"n": n}, system_id=system))
+            store.finish_run(run_id, status, status == "ok", None, 0, total,
+                             [Metric(name, value, "s" if name == "HPL_time" else "Gflop/s")
+                              for name, value in figures.items()])
+
+        stored("a", "sys1", "ok", 2000, 12.0, {"HPL_time": 4.0, "hpl_gflops": 40.0})
+        stored("b", "sys1", "ok", 4000, 30.0, {"HPL_time": 9.0, "hpl_gflops": 60.0})
+        stored("c", "sys2", "ok", 4000, 99.0, {"HPL_time": 9.0, "hpl_gflops": 1.0})
+        stored("d", "sys1", "failed", 4000, 99.0, {"HPL_time": 9.0, "hpl_gflops": 1.0})
+        stored("e", "sys1", "ok", 4000, 99.0, {"HPL_time": 9.0})
+        figures = store.recent_figures("hpcc", "sys1", model.HISTORY_METRICS)
+    assert sorted((p["n"], total, values) for p, total, values in figures) == [
+        (2000, 12.0, [4.0, 40.0]), (4000, 30.0, [9.0, 60.0])]
+    learned = model.learned_from(100.0, figures)
+    assert "learned from 2 stored hpcc run(s)" in learned.source
+    assert 0.4 <= learned.efficiency <= 0.6  # the median of 0.4 and 0.6 of the 100 Gflop/s Rpeak

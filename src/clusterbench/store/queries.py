@@ -170,17 +170,25 @@ class Reads:
             sql += " AND m.valid=1 AND r.valid=1"
         return self.conn.execute(sql + " ORDER BY r.started_at, m.id", args).fetchall()
 
-    def hpcc_history(self, system_id: str, limit: int = 5) -> list[tuple[int, float, float, float]]:
-        """(N, total s, HPL s, HPL Gflop/s) of the last `limit` ok HPCC runs on this system, newest
-        first: what HpccTimeModel.learned fits a time budget with. Runs missing a figure are left out."""
+    def recent_figures(self, benchmark: str, system_id: str, metrics: tuple[str, ...],
+                       limit: int = 5) -> list[tuple[dict, float, list[float]]]:
+        """(params, total seconds, [the value of each of `metrics`]) of the last `limit` ok runs of
+        `benchmark` on this system, newest first; runs missing a figure or a duration are left out.
+        What a benchmark's time model learns from (HPCC's: its N, total time, HPL time and rate)."""
+        if not 1 <= len(metrics) <= 8:
+            raise ValueError("between 1 and 8 metrics")
+        figures = ", ".join(f"(SELECT value FROM metrics WHERE run_id=r.id AND name=?) AS m{i}"
+                            for i in range(len(metrics)))
         rows = self.conn.execute(
-            "SELECT r.params, r.duration_s,"
-            " (SELECT value FROM metrics WHERE run_id=r.id AND name='HPL_time') AS hpl_s,"
-            " (SELECT value FROM metrics WHERE run_id=r.id AND name='hpl_gflops') AS gflops"
-            " FROM runs r WHERE r.benchmark='hpcc' AND r.system_id=? AND r.status='ok'"
-            " ORDER BY r.started_at DESC LIMIT ?", (system_id, int(limit))).fetchall()
-        return [(int(json.loads(r["params"])["n"]), float(r["duration_s"]), float(r["hpl_s"]),
-                 float(r["gflops"])) for r in rows if r["hpl_s"] and r["gflops"] and r["duration_s"]]
+            f"SELECT r.params, r.duration_s, {figures} FROM runs r WHERE r.benchmark=? AND r.system_id=? "
+            "AND r.status='ok' ORDER BY r.started_at DESC LIMIT ?",
+            (*metrics, benchmark, system_id, int(limit))).fetchall()
+        out = []
+        for r in rows:
+            values = [r[f"m{i}"] for i in range(len(metrics))]
+            if r["duration_s"] and all(values):
+                out.append((json.loads(r["params"]), float(r["duration_s"]), [float(v) for v in values]))
+        return out
 
     def run_durations(self, benchmark: str, system_id: str, limit: int = 30) -> list[sqlite3.Row]:
         """(params, duration_s) of the last `limit` ok runs of `benchmark` on this system with a measured

@@ -204,7 +204,8 @@ def plan_suite(system: SystemInfo, store: Store, budget_s: float, full: bool = F
     hpcc_nb = nb or hpcc.sizing.default_nb
     p, q = hpcc.grids(layout.ranks)[0]
     rpeak = system.rpeak_total_gflops or 10.0
-    model = hpcc.run_time.learned(rpeak, store.hpcc_history(system.fingerprint()))
+    model = hpcc.run_time.learned_from(rpeak, store.recent_figures("hpcc", system.fingerprint(),
+                                                                hpcc.run_time.HISTORY_METRICS))
     available = system.memory.available_bytes if system.memory else system.memory_bytes()
     total = system.memory_bytes() or available
     memory_n = hpcc.n_for_memory(total, FULL_FRACTION, hpcc_nb) if total else 10 * hpcc_nb

@@ -48,6 +48,15 @@ class HpccTimeModel:
             n += nb
         return best
 
+    # What `learned` reads of each stored HPCC run besides its N and total time (store.recent_figures).
+    HISTORY_METRICS = ("HPL_time", "hpl_gflops")
+
+    @classmethod
+    def learned_from(cls, rpeak_gflops: float, figures: list[tuple[dict, float, list[float]]]) -> HpccTimeModel:
+        """`learned` from the store's recent_figures(HISTORY_METRICS) of this system's HPCC runs."""
+        return cls.learned(rpeak_gflops, [(int(params["n"]), total, hpl_s, gflops)
+                                          for params, total, (hpl_s, gflops) in figures if "n" in params])
+
     @classmethod
     def learned(cls, rpeak_gflops: float, history: list[tuple[int, float, float, float]]) -> HpccTimeModel:
         """From stored HPCC runs of this system: (N, total seconds, HPL seconds, HPL Gflops)."""
