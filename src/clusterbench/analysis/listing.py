@@ -188,13 +188,12 @@ def activity_lines(row: sqlite3.Row) -> list[str]:
     return lines
 
 
-def headline(store: Store, run_id: str) -> str:
+def headline(store: Store, run_id: str, benchmark: str | None = None) -> str:
     """The figure a reader wants first: the best valid value of a metric declared as a listing's
-    headline (HPL's Gflop/s), else the first metric."""
-    from clusterbench.bench import registry
-
+    headline (HPL's Gflop/s, also stored by HPCC), else the first metric. With the run's `benchmark`
+    only its own declarations are read (a listing of runs imports the benchmarks it shows, not all)."""
     ms = store.metrics(run_id)
-    for d in registry.drawn("listing", "headline"):
+    for d in _headline_uses(benchmark):
         values = [m["value"] for m in ms if m["name"] == d.spec.name and m["valid"]]
         if values:
             best = max(values) if d.spec.higher_is_better else min(values)
@@ -202,6 +201,23 @@ def headline(store: Store, run_id: str) -> str:
     if ms:
         return f"{ms[0]['name']} {ms[0]['value']:.4g} {ms[0]['unit']}"
     return "-"
+
+
+def _headline_uses(benchmark: str | None) -> list:
+    """The listing-headline uses of `benchmark`'s metrics (every benchmark's when it is not given, or
+    not registered here: a run imported under a plugin's name)."""
+    from clusterbench.bench import registry
+    from clusterbench.errors import UserInputError
+
+    if benchmark is not None:
+        try:
+            cls = registry.benchmark_class(benchmark)
+        except UserInputError:
+            pass
+        else:
+            return sorted((registry.Drawn(cls.name, spec, use) for spec in cls.metrics for use in spec.uses
+                           if use.section == "listing" and use.role == "headline"), key=lambda d: d.use.order)
+    return registry.drawn("listing", "headline")
 
 
 @dataclass

@@ -184,7 +184,7 @@ def _print_runs(store, rows) -> None:
         verdict = placement(r)[0]
         shown = "[bold red]MISMATCH[/]" if verdict == "mismatch" else escape(verdict)
         flags = _flags_cell(row_flags(r), *curation(r))
-        value = escape(headline(store, r["id"]))
+        value = escape(headline(store, r["id"], r["benchmark"]))
         if wide:
             table.add_row(r["id"], r["benchmark"], status, escape(short), value, shown, flags,
                           f"{r['duration_s']:.1f} s" if r["duration_s"] is not None else "-",
