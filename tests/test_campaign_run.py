@@ -134,7 +134,9 @@ def test_sigterm_marks_the_run_interrupted_and_resume_redoes_it(tmp_path, isolat
                     "      command: 'sleep {t}; echo done'\n    space:\n      t: [0.1, 30]\n")
     proc = subprocess.Popen([sys.executable, "-m", "clusterbench", "campaign", "run", str(spec)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 30
+    # Until the second run is in flight: 4-5 s here when quiet; a clone's suite near its end once took
+    # over 30 s to get there (the signal then came between the two runs, and no run was in flight).
+    deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if _running(isolated_db) and _finished(isolated_db) == 1:
             break
