@@ -311,10 +311,15 @@ def run_cluster(store: Store, plan: ClusterPlan, reporter: Reporter | None = Non
     rechecked: list[str] = []
     checked = [False]  # the re-check is made once, after the last node or pair phase of the plan
 
+    def fill(made: loop.Phase, phase: Phase) -> loop.Phase:
+        """The engine's view of this plan's phase as it is now (its runs change when it is resized)."""
+        made.runs, made.sites = [r for r, _, _ in phase.runs], [s for _, s, _ in phase.runs]
+        made.tags = [{"suite": "cluster", TAG_RUN: cluster_run, TAG_PHASE: phase.kind} | extra
+                     for _, _, extra in phase.runs]
+        return made
+
     def engine_phase(phase: Phase) -> loop.Phase:
-        made = loop.Phase(phase.label, phase.kind, [r for r, _, _ in phase.runs], [s for _, s, _ in phase.runs],
-                          [{"suite": "cluster", TAG_RUN: cluster_run, TAG_PHASE: phase.kind} | extra
-                           for _, _, extra in phase.runs], phase.estimate_s)
+        made = fill(loop.Phase(phase.label, phase.kind, [], [], [], phase.estimate_s), phase)
         ours[id(made)] = phase
         return made
 
@@ -325,10 +330,7 @@ def run_cluster(store: Store, plan: ClusterPlan, reporter: Reporter | None = Non
         rate = expected_hpl_gflops(results, 1 if phase.kind == "node" else len(plan.inventory.hosts))
         if rate:
             phase.resize(rate)
-        made.runs, made.sites = [r for r, _, _ in phase.runs], [s for _, s, _ in phase.runs]
-        made.tags = [{"suite": "cluster", TAG_RUN: cluster_run, TAG_PHASE: phase.kind} | extra
-                     for _, _, extra in phase.runs]
-        return bool(phase.runs)
+        return bool(fill(made, phase).runs)
 
     def after(made: loop.Phase, _results: list[RunResult], left: list[loop.Phase]) -> list[loop.Phase]:
         if checked[0] or made.kind not in ("node", "pair") or any(p.kind in ("node", "pair") for p in left):
