@@ -16,13 +16,14 @@ from typing import Protocol
 
 from clusterbench.analysis.cluster import ClusterView, stored_view
 from clusterbench.analysis.outliers import Rule
-from clusterbench.bench.registry import benchmark_class, build_recipe
+from clusterbench.bench.registry import benchmark_class
 from clusterbench.cluster.preflight import Preflight, check_cluster
-from clusterbench.errors import EnvironmentProblem, UserInputError
+from clusterbench.errors import EnvironmentProblem
 from clusterbench.execution.loop import QuietReporter, Reporter
 from clusterbench.launch.hosts import Inventory
 from clusterbench.store.db import Store
 from clusterbench.suite.cluster import ClusterPlan, ClusterResult, check_inventory, plan_cluster, run_cluster
+from clusterbench.suite.xhpl import build_xhpl
 from clusterbench.system.discover import discover
 
 
@@ -136,10 +137,9 @@ def _xhpl(options: ClusterJobOptions, events: ClusterJobEvents) -> str | None:
     found = benchmark_class("hpl").find_binary(options.xhpl, options.mpi)
     if found or options.dry_run:
         return found
-    try:
-        with events.building("xhpl (`clusterbench build hpl`, once)"):
-            return str(build_recipe("hpl").build(mpi=options.mpi).binary)
-    except UserInputError as exc:
-        events.build_failed("xhpl", exc.message)
+    built, why = build_xhpl(events.building, options.mpi)
+    if built is None:
+        events.build_failed("xhpl", why)
         return None
+    return str(built.binary)
 

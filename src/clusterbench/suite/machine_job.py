@@ -13,12 +13,12 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Protocol
 
-from clusterbench.bench.registry import benchmark_class, build_recipe
-from clusterbench.errors import UserInputError
+from clusterbench.bench.registry import benchmark_class
 from clusterbench.execution.loop import QuietReporter, Reporter
 from clusterbench.store.db import Store
 from clusterbench.suite.characterise import SuitePlan, SuiteResult, plan_suite, run_suite
 from clusterbench.suite.summary import summarise
+from clusterbench.suite.xhpl import build_xhpl
 from clusterbench.system.discover import SystemInfo, discover
 
 
@@ -96,11 +96,9 @@ def run_machine_job(store: Store, options: MachineJobOptions,
 def _build_standalone(plan: SuitePlan, events: MachineJobEvents) -> None:
     """Build xhpl (once: the build cache keeps it) before the runs; without it the suite goes on with
     HPCC's HPL, and the plan says why."""
-    try:
-        with events.building("xhpl (`clusterbench build hpl`, once)"):
-            built = build_recipe("hpl").build()
-    except UserInputError as exc:
-        plan.skipped.append(f"hpl: xhpl could not be built ({exc.message}); Rmax comes from HPCC's HPL phase")
+    built, why = build_xhpl(events.building)
+    if built is None:
+        plan.skipped.append(f"hpl: xhpl could not be built ({why}); Rmax comes from HPCC's HPL phase")
         plan.hpl = None
         return
     plan.hpl.binary = str(built.binary)
