@@ -211,12 +211,9 @@ def _headline_uses(benchmark: str | None) -> list:
 
     if benchmark is not None:
         try:
-            cls = registry.benchmark_class(benchmark)
+            return registry.drawn("listing", "headline", benchmark)
         except UserInputError:
             pass
-        else:
-            return sorted((registry.Drawn(cls.name, spec, use) for spec in cls.metrics for use in spec.uses
-                           if use.section == "listing" and use.role == "headline"), key=lambda d: d.use.order)
     return registry.drawn("listing", "headline")
 
 

@@ -192,9 +192,11 @@ class Drawn(NamedTuple):
     use: ReportUse
 
 
-def drawn(section: str, role: str | None = None) -> list[Drawn]:
-    """What this report section draws (in this role), ordered by the uses' `order`, then registry order."""
-    out = [Drawn(cls.name, spec, use) for cls in registered() for spec in cls.metrics for use in spec.uses
+def drawn(section: str, role: str | None = None, benchmark: str | None = None) -> list[Drawn]:
+    """What this report section draws (in this role), ordered by the uses' `order`, then registry order.
+    With `benchmark`, only what that benchmark declares (only its module imported; unknown: UserInputError)."""
+    classes = [benchmark_class(benchmark)] if benchmark is not None else registered()
+    out = [Drawn(cls.name, spec, use) for cls in classes for spec in cls.metrics for use in spec.uses
            if use.section == section and role in (None, use.role)]
     return sorted(out, key=lambda d: d.use.order)
 
