@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from clusterbench.cli.app import app, console, err_console, open_store
-from clusterbench.cli.progress import RunProgress, key_params
+from clusterbench.cli.progress import RunProgress, fmt_duration, key_params
 
 campaign_app = typer.Typer(help="Declarative sweeps: run a campaign file, resume it, list campaigns.",
                            no_args_is_help=True)
@@ -47,12 +47,6 @@ def _load(path: Path, preflight: bool = False, force: bool = False, quiet: bool 
     return loaded
 
 
-def _fmt(seconds: float | None) -> str:
-    from clusterbench.units import format_duration
-
-    return "?" if seconds is None else format_duration(seconds)
-
-
 def plan_campaign(path: Path, as_json: bool) -> None:
     """The dry run behind `clusterbench plan FILE`: every run, its state, the time it needs."""
     from clusterbench.campaign.dryrun import dry_run
@@ -69,12 +63,12 @@ def plan_campaign(path: Path, as_json: bool) -> None:
     for col in ("#", "run id", "block", "rep", "parameters", "est.", "state"):
         table.add_column(col, overflow="fold")
     for i, r in enumerate(runs, 1):
-        table.add_row(str(i), r.id, r.block, str(r.repeat), escape(key_params(r.recorded_params)), _fmt(r.estimate_s),
-                      "[green]stored[/]" if r.id in done else "pending")
+        table.add_row(str(i), r.id, r.block, str(r.repeat), escape(key_params(r.recorded_params)),
+                      fmt_duration(r.estimate_s), "[green]stored[/]" if r.id in done else "pending")
     console.print(table)
     unknown = plan.without_estimate
     tail = f" (+ {unknown} run(s) without an estimate)" if unknown else ""
-    console.print(f"{len(plan.pending)} run(s) to do, estimated {_fmt(plan.pending_estimate_s)}{tail} before "
+    console.print(f"{len(plan.pending)} run(s) to do, estimated {fmt_duration(plan.pending_estimate_s)}{tail} before "
                   "learning from measured durations. Start with: clusterbench campaign run " + escape(str(path)))
 
 

@@ -42,7 +42,8 @@ def escape(text: str) -> str:
     return rich_escape(text)
 
 
-def _fmt(seconds: float | None) -> str:
+def fmt_duration(seconds: float | None) -> str:
+    """A duration as the CLI shows it; "?" when unknown."""
     from clusterbench.units import format_duration
 
     return "?" if seconds is None else format_duration(seconds)
@@ -127,7 +128,7 @@ class RunProgress:
     def waiting(self, seconds: float, reason: str) -> None:
         if self.progress is None:  # --json: nothing drawn, rich not imported
             return
-        self.current, self.detail = f"waiting {_fmt(seconds)} ({escape(reason)})", ""
+        self.current, self.detail = f"waiting {fmt_duration(seconds)} ({escape(reason)})", ""
         self._draw(0.0)
 
     def notice(self, text: str) -> None:
@@ -150,4 +151,4 @@ class RunProgress:
         runs = f"{self.finished}/{self.total_runs} runs" if self.total_runs > 1 else ""
         description = self.current + (f" · {self.detail}" if self.detail else "")
         self.progress.update(self.task, description=description[:70], completed=done, total=total, runs=runs,
-                             eta=f"ETA {_fmt(left)}")
+                             eta=f"ETA {fmt_duration(left)}")
