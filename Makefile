@@ -22,10 +22,10 @@ run: setup-run
 # The tests run on every core (pytest-xdist, --dist loadgroup): the virtual cluster's tests go to one worker
 # in order, the local real runs and builds (mpirun, timing) to another, the rest spread over the workers;
 # the tests that compare the cluster's nodes run alone (tests/conftest.py). One pytest run, so its last
-# line counts every test. TEST_WORKERS=0: one process.
+# line counts every test; the 25 slowest are listed above it. TEST_WORKERS=0: one process.
 TEST_WORKERS ?= auto
 test: setup
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS)
 
 # ruff, then the import contracts in pyproject.toml ([tool.importlinter]; docs/architecture.md)
 lint: setup

@@ -84,6 +84,29 @@ def test_what_is_flagged_is_measured_again_and_nothing_else():
     assert all(len(p.runs) == 1 for p in again)  # all three share n2: one pair per round
 
 
+def test_a_flagged_iperf_link_is_measured_again_with_iperf3():
+    """iperf3 measures each pair once: a flag on its figure re-runs that pair's iperf3 (not its ping-pong),
+    RECHECK_PASSES times, and a flagged figure of another kind leaves the iperf3 runs alone."""
+    from clusterbench.analysis.cluster import ClusterView, Flag, PairCell
+    from clusterbench.analysis.outliers import Placement, Rule
+    from clusterbench.suite.cluster import RECHECK_PASSES, ClusterPlan, Phase, recheck_phases
+
+    nodes = ["n1", "n2", "n3"]
+    pairs = list(itertools.combinations(nodes, 2))
+    phases = [Phase("ping-pong pass 1", "pair", [("pingpong", None, {"cluster_pair": f"{a},{b}"}) for a, b in pairs]),
+              Phase("iperf3 pass 1", "iperf", [("iperf3", None, {"cluster_pair": f"{a},{b}"}) for a, b in pairs])]
+    cells = [PairCell(a, b, {}, {}) for a, b in pairs]
+    view = ClusterView("r", nodes, [], cells, Rule())
+    cells[1].flags.append(Flag("n1-n3", "iperf", Placement("n1-n3", 1.0, 2.0, -5.0, -0.5, True), "slow"))
+    again, why = recheck_phases(view, plan := ClusterPlan(None, None, phases, 60.0))
+    assert why == ["n1-n3: iperf"]
+    assert [(p.kind, r) for p in again for r, _, _ in p.runs] == [("iperf", "iperf3")] * RECHECK_PASSES
+    assert {extra["cluster_pair"] for p in again for _, _, extra in p.runs} == {"n1,n3"}
+    cells[1].flags[:] = [Flag("n1-n3", "latency", Placement("n1-n3", 1.0, 2.0, 5.0, 0.5, False), "slow")]
+    again, _ = recheck_phases(view, plan)
+    assert {p.kind for p in again} == {"pair"}
+
+
 @pytest.mark.parametrize("args, words", [
     (["-w", "node1"], "at least 2"),
     (["-w", "node[1-3]", "--n", "1000"], "--n applies to one machine"),

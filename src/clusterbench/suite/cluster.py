@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from clusterbench.analysis.cluster import NODE_MEASURES, ClusterView, stored_view
+from clusterbench.analysis.cluster import IPERF, NODE_MEASURES, ClusterView, stored_view
 from clusterbench.analysis.cluster_tags import TAG_NODE, TAG_PAIR, TAG_PHASE, TAG_RUN
 from clusterbench.analysis.outliers import Rule
 from clusterbench.bench.registry import benchmark_class
@@ -53,6 +53,7 @@ PAIR_PASSES = 3  # every pair measured this often (passes apart in time); the be
 # unmodified virtual cluster, CI 2026-12-01, was a moment's noise; one pass more once left a node's DGEMM 34%
 # below the others on a machine loaded by other work).
 RECHECK_PASSES = 2
+RECHECKED_KINDS = ("node", "pair", "iperf")  # phases whose flagged figures are measured again
 # The rates of HPL's short runs here (a guess from Rpeak, a share of DGEMM, the loss across nodes) are the
 # Hpl class's `short_run_rates`; its N, HPL's one time model (`time_model`) at the expected rate.
 FALLBACK_RPEAK_GFLOPS = 10.0  # a node whose Rpeak is unknown
@@ -303,13 +304,13 @@ def run_cluster(store: Store, plan: ClusterPlan, reporter: Reporter | None = Non
     """The plan's phases run by the engine (execution/loop.run_phases), the runs of a phase at once;
     all stored and tagged (the verdicts are the analysis's, from what is stored: analysis/cluster.py).
     Between phases, the engine asks this plan's two hooks: before an HPL phase, size it again from
-    the rates measured so far (`Phase.resize`); after the last node or pair phase, measure again what
+    the rates measured so far (`Phase.resize`); after the last node, ping-pong or iperf3 phase, measure again what
     `rule` puts out of line (`recheck_phases`), before the phases across all nodes."""
     cluster_run = new_cluster_run_id()
     system_id = store.remember_system(plan.node_system)
     ours: dict[int, Phase] = {}  # the engine's phase (by id) -> this plan's
     rechecked: list[str] = []
-    checked = [False]  # the re-check is made once, after the last node or pair phase of the plan
+    checked = [False]  # the re-check is made once, after the last node, pair or iperf phase of the plan
 
     def fill(made: loop.Phase, phase: Phase) -> loop.Phase:
         """The engine's view of this plan's phase as it is now (its runs change when it is resized)."""
@@ -333,7 +334,7 @@ def run_cluster(store: Store, plan: ClusterPlan, reporter: Reporter | None = Non
         return bool(fill(made, phase).runs)
 
     def after(made: loop.Phase, _results: list[RunResult], left: list[loop.Phase]) -> list[loop.Phase]:
-        if checked[0] or made.kind not in ("node", "pair") or any(p.kind in ("node", "pair") for p in left):
+        if checked[0] or made.kind not in RECHECKED_KINDS or any(p.kind in RECHECKED_KINDS for p in left):
             return []
         checked[0] = True
         again, why = recheck_phases(stored_view(store, cluster_run, rule), plan)
@@ -355,11 +356,13 @@ def recheck_phases(view: ClusterView, plan: ClusterPlan) -> tuple[list[Phase], l
     """The phases that measure again what `view` flags, and what they are for ("node2: links_bandwidth").
 
     A flagged per-node figure: its benchmark on every node at once, RECHECK_PASSES more times (the nodes
-    shared the machine the first time, they share it again). A flagged link, or a node flagged on its links: those pairs
-    RECHECK_PASSES more times, in rounds of disjoint pairs. The figures are the best over all passes,
-    so noise in the first ones is outvoted and a lasting fault stays."""
+    shared the machine the first time, they share it again). A flagged link, or a node flagged on its
+    links: those pairs RECHECK_PASSES more times, in rounds of disjoint pairs, with the benchmark that
+    measured the flagged figure (ping-pong for latency and bandwidth, iperf3 for TCP throughput, which
+    is measured once and so is the likeliest to be caught by noise). The figures are the best over all
+    passes, so noise in the first ones is outvoted and a lasting fault stays."""
     benchmarks: set[str] = set()
-    pairs: set[tuple[str, str]] = set()
+    pairs: dict[str, set[tuple[str, str]]] = {"pair": set(), "iperf": set()}
     why: list[str] = []
     by_key = {m.key: m.benchmark for m in NODE_MEASURES}
     for row in view.rows:
@@ -368,21 +371,28 @@ def recheck_phases(view: ClusterView, plan: ClusterPlan) -> tuple[list[Phase], l
             if f.measure in by_key:
                 benchmarks.add(by_key[f.measure])
             else:  # its links taken together
-                pairs |= {(c.a, c.b) for c in view.pairs if row.node in (c.a, c.b)}
+                pairs[_link_kind(f.measure.removeprefix("links_"))] |= {
+                    (c.a, c.b) for c in view.pairs if row.node in (c.a, c.b)}
     for cell in view.pairs:
         for f in cell.flags:
             why.append(f"{cell.a}-{cell.b}: {f.measure}")
-            pairs.add((cell.a, cell.b))
+            pairs[_link_kind(f.measure)].add((cell.a, cell.b))
     again = [Phase(f"again ({npass + 1} of {RECHECK_PASSES}): {p.label}", p.kind, list(p.runs), p.seconds)
              for npass in range(RECHECK_PASSES) for p in plan.phases
              if p.kind == "node" and p.label.split()[0] in benchmarks]
-    pair_runs = {extra[TAG_PAIR]: (run, site, extra) for p in plan.phases if p.kind == "pair"
-                 for run, site, extra in p.runs}
-    chosen = [pair_runs[f"{a},{b}"] for a, b in sorted(pairs) if f"{a},{b}" in pair_runs]
-    for npass in range(RECHECK_PASSES if chosen else 0):
-        for i, group in enumerate(disjoint_rounds(chosen, lambda r: r[2][TAG_PAIR].split(","))):
-            again.append(Phase(f"ping-pong again, pass {npass + 1}, round {i + 1}", "pair", group))
+    for kind, what in (("pair", "ping-pong"), ("iperf", "iperf3")):
+        planned = {extra[TAG_PAIR]: (run, site, extra) for p in plan.phases if p.kind == kind
+                   for run, site, extra in p.runs}
+        chosen = [planned[f"{a},{b}"] for a, b in sorted(pairs[kind]) if f"{a},{b}" in planned]
+        for npass in range(RECHECK_PASSES if chosen else 0):
+            for i, group in enumerate(disjoint_rounds(chosen, lambda r: r[2][TAG_PAIR].split(","))):
+                again.append(Phase(f"{what} again, pass {npass + 1}, round {i + 1}", kind, group))
     return again, why
+
+
+def _link_kind(measure: str) -> str:
+    """The phase kind whose runs measured a link measure: iperf3's TCP throughput, else the ping-pong."""
+    return "iperf" if measure == IPERF.key else "pair"
 
 
 def disjoint_rounds(items: list, members: Callable[[object], list[str]]) -> list[list]:
