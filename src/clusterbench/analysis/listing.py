@@ -188,6 +188,27 @@ def activity_lines(row: sqlite3.Row) -> list[str]:
     return lines
 
 
+def disturbance_lines(row: sqlite3.Row) -> list[str]:
+    """Whether other work took the run's CPUs (system/disturbance.py): the evidence of a disturbed run,
+    else each node's measure in one line ("quiet"), or why it was not judged."""
+    facts = _facts(row)
+    flagged = (facts.get("disturbed") or {}).get("evidence") if isinstance(facts.get("disturbed"), dict) else None
+    if flagged:
+        return [f"DISTURBED: {e}" for e in flagged]
+    found = facts.get("disturbance") if isinstance(facts.get("disturbance"), dict) else {}
+    lines = [f"measured, not flagged ({found.get('mode')}): {e}" for e in found.get("evidence") or []]
+    for host, node in (found.get("nodes") or {}).items():
+        if not isinstance(node, dict) or node.get("evidence"):
+            continue
+        if not node.get("judged"):
+            lines.append(f"{host}: not judged ({node.get('why_not')})")
+            continue
+        steal = f", steal {node['steal_percent']:g}%" if node.get("steal_percent") is not None else ""
+        lines.append(f"{host}: quiet (other processes {node.get('others_percent', 0):g}% of CPUs "
+                     f"{node.get('run_cpus', '?')}{steal})")
+    return lines
+
+
 def headline(store: Store, run_id: str, benchmark: str | None = None) -> str:
     """The figure a reader wants first: the best valid value of a metric declared as a listing's
     headline (HPL's Gflop/s, also stored by HPCC), else the first metric. With the run's `benchmark`

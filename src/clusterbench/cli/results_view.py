@@ -226,6 +226,7 @@ def _show_run(store, run_id: str, fmt: Format) -> None:
     from clusterbench.analysis.listing import (
         activity_lines,
         as_bool,
+        disturbance_lines,
         migrations,
         placement,
         run_details,
@@ -256,6 +257,9 @@ def _show_run(store, run_id: str, fmt: Format) -> None:
         moves = f" ({moved} thread migrations between CPUs)" if moved is not None else ""
         console.print(f"placement: [{style}]{escape(verdict)}[/]{moves}"
                       + "".join(f"\n  {escape(p)}" for p in problems))
+    for line in disturbance_lines(r):
+        flagged = line.startswith("DISTURBED")
+        console.print(escape(line if flagged else f"disturbance: {line}"), style="bold red" if flagged else None)
     for line in state_lines(r):
         console.print(f"state: {escape(line)}")
     for line in activity_lines(r):

@@ -39,7 +39,9 @@ from clusterbench.launch.process import wait_exit
 from clusterbench.launch.remote import node_copies, run_everywhere, ssh_command
 from clusterbench.launch.site import Site
 from clusterbench.launch.spec import Launch
-from clusterbench.system import activity, state
+from clusterbench.launch import supervise
+from clusterbench.pinning.verify import read_observations
+from clusterbench.system import activity, disturbance, state
 
 STATE_TIMEOUT_S = 30.0
 PREFETCH_MAX_AGE_S = 5.0  # an answer read ahead is used this long after its read started, no longer
@@ -227,27 +229,54 @@ def read_slurm_files(workdir: Path) -> Observed:
         states[host] = _node_state(path.read_text(errors="replace"), host)
     if states:
         observed.facts["state"] = states
-    summaries: dict[str, dict] = {}
+    found = []
     for path in sorted(workdir.glob("activity-*.jsonl"))[:MAX_NODES]:
         host = path.name[len("activity-"):-len(".jsonl")]
         observed.artifacts.append(path)
-        summaries[host] = _summary(path, host)
-    if summaries:
-        observed.facts |= _activity_facts(summaries)
+        found.append((host, path))
+    if found:
+        observed.facts |= _activity_facts(found, workdir)
     return observed
 
 
-def _activity_facts(summaries: dict[str, dict]) -> dict:
-    """The run's `activity` facts, and `throttled` with the reasons when a node throttled."""
+def _activity_facts(found: list[tuple[str, Path | str]], workdir: Path) -> dict:
+    """The run's `activity` facts (a summary per node), `throttled` with the reasons when a node
+    throttled, and whether other work disturbed the run (system/disturbance.py). `found`: (node,
+    its samples' file, or why there is none)."""
+    summaries: dict[str, dict] = {}
+    verdicts: list[disturbance.NodeVerdict] = []
+    run = run_processes(workdir) if disturbance.mode() != "off" else None
+    for host, path in found:
+        if isinstance(path, str):
+            summaries[host] = {"error": path}
+            continue
+        try:
+            series = activity.parse_series(path.read_text(errors="replace"), host)
+            summaries[host] = activity.summarise(series)
+            if run is not None:
+                verdicts.append(disturbance.judge(series, run, activity.throttle_reasons({host: summaries[host]})))
+        except Exception as exc:  # noqa: BLE001 - a broken sample file must not lose the run
+            summaries[host] = {"error": f"samples not understood: {exc}"[:300]}
     reasons = activity.throttle_reasons(summaries)
-    return {"activity": summaries} | ({"throttled": reasons} if reasons else {})
+    return ({"activity": summaries} | ({"throttled": reasons} if reasons else {})
+            | disturbance.run_facts(verdicts))
 
 
-def _summary(path: Path, host: str) -> dict:
-    try:
-        return activity.summarise(activity.parse_series(path.read_text(errors="replace"), host))
-    except Exception as exc:  # noqa: BLE001 - a broken sample file must not lose the run
-        return {"error": f"samples not understood: {exc}"[:300]}
+def run_processes(workdir: Path) -> disturbance.RunProcesses:
+    """What tells the run's processes from others' on its nodes: its supervisor (locally) and each
+    rank's launcher (from the placement probes' records), by process table."""
+    run = disturbance.RunProcesses()
+    record = supervise.read_record(workdir / supervise.RECORD)
+    if record and record.get("boot_id") and record.get("pid_ns"):
+        table = (str(record["boot_id"])[:64], str(record["pid_ns"])[:64])
+        run.add_below(table, record["pid"])
+        harness = record.get("harness_pid")
+        run.add_harness(table, harness if isinstance(harness, int) else None)
+    for rank in read_observations(workdir):
+        if rank.table:
+            run.add_below(rank.table, rank.launcher_pid, rank.pid)
+            run.cpus.setdefault(rank.table, set()).update(rank.launcher_cpus)
+    return run
 
 
 @dataclass
@@ -309,13 +338,10 @@ class Samplers:
                 s.proc.kill()
                 s.proc.wait()
         observed = Observed()
-        summaries: dict[str, dict] = {}
+        found: list[tuple[str, Path | str]] = []
         for s in self.running:
-            key = node_key(s.host)
-            if s.error:
-                summaries[key] = {"error": s.error}
-                continue
-            observed.artifacts.append(s.path)
-            summaries[key] = _summary(s.path, key)
-        observed.facts |= _activity_facts(summaries)
+            if not s.error:
+                observed.artifacts.append(s.path)
+            found.append((node_key(s.host), s.error or s.path))
+        observed.facts |= _activity_facts(found, self.workdir)
         return observed

@@ -115,7 +115,11 @@ def boot_id() -> str:
 def make_record(pid: int) -> dict:
     """What identifies a supervisor beyond its PID (which the kernel reuses): host, boot, start time."""
     stat = proc_stat(pid)
-    return {"pid": pid, "host": os.uname().nodename, "boot_id": boot_id(),
+    try:  # with the boot id, the process table the run's processes are in (system/disturbance.py)
+        pid_ns = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        pid_ns = ""
+    return {"pid": pid, "host": os.uname().nodename, "boot_id": boot_id(), "pid_ns": pid_ns,
             "start_ticks": stat[2] if stat else None, "harness_pid": os.getpid(),
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
 

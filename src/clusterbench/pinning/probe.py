@@ -216,6 +216,20 @@ def expand(text: str) -> list[int]:
     return cpus
 
 
+def process_table_id() -> dict:
+    """The node's process table (boot id, PID namespace): the activity sampler's header says the
+    same, so the run's processes are told from others' there (system/disturbance.py). Read after the
+    program ended: it costs the run nothing."""
+    out = {}
+    try:
+        out["pid_ns"] = os.readlink("/proc/self/ns/pid")[:64]
+        with open("/proc/sys/kernel/random/boot_id", "rb") as f:
+            out["boot_id"] = f.read(64).decode("ascii", "replace").strip()
+    except OSError:
+        pass
+    return out
+
+
 def _set_pdeathsig() -> None:
     try:
         import ctypes
@@ -323,7 +337,8 @@ def main(argv: list[str]) -> int:
         "launcher_cpus": cpulist(own), "env": env, "threads": threads.records(start),
         "samples": threads.samples, "seconds": round(time.monotonic() - start, 3),
         "openmp_runtimes": threads.runtimes,
-        "exit": status, "node_layout": node_layout()})
+        "exit": status, "node_layout": node_layout(),
+        "probe_pid": os.getpid(), "launcher_pid": os.getppid(), **process_table_id()})
     if status < 0:  # killed by a signal: die of the same one
         signal.signal(-status, signal.SIG_DFL)
         os.kill(os.getpid(), -status)

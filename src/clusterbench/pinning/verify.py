@@ -55,6 +55,9 @@ class ObservedRank:
     node_layout: str = ""
     main_tid: int | None = None  # the program's first thread: OpenMP's thread 0
     openmp_runtimes: list[str] = field(default_factory=list)  # libgomp, libomp, libiomp5 if mapped
+    pid: int | None = None  # the program's PID, and the launcher's above its probe: the run's processes
+    launcher_pid: int | None = None
+    table: tuple[str, str] | None = None  # (boot id, PID namespace): the process table they are in
 
     @property
     def main(self) -> ObservedThread | None:
@@ -127,9 +130,16 @@ def read_record(path: Path) -> ObservedRank | None:
             env={str(k): str(v)[:1000] for k, v in dict(raw.get("env") or {}).items()},
             samples=int(raw.get("samples") or 0), node_layout=str(raw.get("node_layout") or "")[:1_000_000],
             main_tid=raw["main_tid"] if isinstance(raw.get("main_tid"), int) else None,
-            openmp_runtimes=[str(x)[:100] for x in list(raw.get("openmp_runtimes") or [])[:8]])
+            openmp_runtimes=[str(x)[:100] for x in list(raw.get("openmp_runtimes") or [])[:8]],
+            pid=_pid(raw.get("pid")), launcher_pid=_pid(raw.get("launcher_pid")),
+            table=(str(raw["boot_id"])[:64], str(raw["pid_ns"])[:64])
+            if raw.get("boot_id") and raw.get("pid_ns") else None)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def _pid(value) -> int | None:
+    return value if type(value) is int and 0 < value < 2**22 else None
 
 
 def read_observations(run_dir: Path) -> list[ObservedRank]:

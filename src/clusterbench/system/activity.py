@@ -44,6 +44,7 @@ MAX_COUNTER = 2**64
 MAX_ARGV_CHARS = 100_000  # the whole command, quoted for ssh, stays under Linux's 128 KiB per argument
 VCGENCMD_BITS = {0: "under-voltage", 1: "arm frequency capped", 2: "throttled", 3: "soft temperature limit"}
 NEGLIGIBLE_NET_RX = 100  # NET_RX softirqs over a whole run
+MAX_TRACKED_PROCS = 65_536  # distinct processes followed over a run (a fork storm is counted, not kept)
 SINCE_BOOT_SHIFT = 16  # bits 16-19: the same four, "has occurred since boot"
 
 
@@ -107,6 +108,24 @@ class Sample:
 
 
 @dataclass
+class ProcessUse:
+    """One process seen by the sampler: its parent and name when last seen, and the CPU ticks it used
+    while the sampler watched, by the CPU it was on at each snapshot (a snapshot's difference is put on
+    the CPU the process was last on then: the kernel says no more without tracing)."""
+
+    pid: int
+    ppid: int
+    comm: str
+    first_ticks: int  # at the header's snapshot, 0 for a process born later
+    last_ticks: int
+    by_cpu: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def ticks(self) -> int:
+        return max(0, self.last_ticks - self.first_ticks)
+
+
+@dataclass
 class Series:
     """One node's samples, in order, bounded. `skipped` counts lines that were neither a header nor a
     valid sample; `thinned` the samples dropped to stay within bounds."""
@@ -119,6 +138,8 @@ class Series:
     truncated: bool = False  # more lines than MAX_LINES: the rest was not read
     end: str | None = None  # why the sampler ended, from its last sample
     self_cpu_s: float | None = None  # the sampler's own CPU time, from its last sample
+    procs: dict[tuple[int, int], ProcessUse] = field(default_factory=dict)  # (pid, start ticks) -> use
+    procs_untracked: int = 0  # processes beyond MAX_TRACKED_PROCS: their use is not attributed
     _stride: int = 1
     _seen: int = 0
     _pending: Sample | None = None
@@ -158,6 +179,30 @@ class Series:
             if self.samples[-1] is not latest and self._pending is None:  # it may be the last state of all
                 self._pending = latest
 
+    def see_procs(self, rows, baseline: bool = False) -> None:
+        """A snapshot of the process table (the sampler's rows [pid, ppid, name, ticks, cpu, start])."""
+        if not isinstance(rows, list):
+            return
+        for row in rows[:_sampler.MAX_PROCS]:
+            if not (isinstance(row, list) and len(row) == 6 and isinstance(row[2], str)):
+                continue
+            pid, ppid, ticks, cpu, start = (_counter(row[i]) for i in (0, 1, 3, 4, 5))
+            if None in (pid, ppid, ticks, cpu, start):
+                continue
+            key = (pid, start)
+            use = self.procs.get(key)
+            if use is None:
+                if len(self.procs) >= MAX_TRACKED_PROCS:
+                    self.procs_untracked += 1
+                    continue
+                self.procs[key] = ProcessUse(pid, ppid, row[2][:16], ticks if baseline else 0,
+                                             ticks if baseline else 0)
+                use = self.procs[key]
+            if ticks > use.last_ticks:
+                use.by_cpu[cpu] = use.by_cpu.get(cpu, 0) + ticks - use.last_ticks
+                use.last_ticks = ticks
+            use.ppid, use.comm = ppid, row[2][:16]
+
     def finish(self) -> Series:
         if self._pending is not None:  # the last state always counts: totals run to the end
             self.samples.append(self._pending)
@@ -180,8 +225,10 @@ def parse_series(text: str, host: str) -> Series:
         kind = record.get("type") if isinstance(record, dict) else None
         if kind == "header" and not series.header:
             series.header = _header(record)
+            series.see_procs(record.get("procs"), baseline=True)
         elif kind == "sample" and (sample := _sample(record)) is not None:
             series.add(sample)
+            series.see_procs(record.get("procs"))
             if isinstance(record.get("end"), str):
                 series.end = record["end"][:40]
                 series.self_cpu_s = _real(record.get("self_cpu_s"), 0, 1e9)
@@ -234,7 +281,11 @@ def _header(record: dict) -> dict:
            "cpus": _counter(record.get("cpus")), "clk_tck": _counter(record.get("clk_tck")),
            "interval_s": _real(record.get("interval_s"), 0, 3600),
            "start_wall": _real(record.get("start_wall"), 0, 1e11),
-           "startup_cpu_s": _real(record.get("startup_cpu_s"), 0, 1e6)}
+           "startup_cpu_s": _real(record.get("startup_cpu_s"), 0, 1e6),
+           "pid": _counter(record.get("pid")), "ppid": _counter(record.get("ppid")),
+           "table": (record["boot_id"][:64], record["pid_ns"][:64])
+           if isinstance(record.get("boot_id"), str) and isinstance(record.get("pid_ns"), str)
+           and record["boot_id"] and record["pid_ns"] else None}
     sources = _mapping(record.get("sources"), 32)
     out["sources"] = {k: v for k, v in sources.items() if _name(k) and type(v) in (bool, int)}
     for key in ("softirq_cpus", "irq_cpus"):

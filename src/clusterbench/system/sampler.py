@@ -33,6 +33,11 @@ takes the differences:
 - temperatures (hwmon temp*_input, thermal_zone*/temp, in degrees C), current frequencies
   (cpufreq scaling_cur_freq, kHz), Intel thermal_throttle event counts, and on a Raspberry Pi the
   bits of `vcgencmd get_throttled` (as printed: "throttled=0x50005").
+- the process table (/proc/PID/stat of every process but kernel threads: parent, name, CPU ticks, the
+  CPU it last ran on, start time): whole in the header, then in the first PROCS_EARLY samples, every
+  PROCS_EVERY-th and the last, only the processes whose ticks changed. It tells which processes
+  took the run's CPUs (system/disturbance.py); the header also names the process table (boot id and
+  PID namespace), so a run's processes seen from another node of the same machine are recognised.
 The last sample says why the sampler ended and how much CPU time it used itself.
 
 Cheap by construction: each file is read once per sample, the files to read are found once at
@@ -71,6 +76,10 @@ MAX_SENSORS = 64
 MAX_READ = 8 * 1024 * 1024  # bytes read of one file (/proc/interrupts of a very large node)
 MAX_NAME = 64  # characters of an interface, sensor or interrupt name
 VCGENCMD_TIMEOUT_S = 2.0
+MAX_PROCS = 8192  # processes read per snapshot of the process table
+PROCS_EARLY = 5  # samples that all carry a snapshot (a short run is seen more than at its ends)
+PROCS_EVERY = 5  # then one sample in this many (about 0.03 ms per process: 3 ms for 100 here)
+PF_KTHREAD = 0x00200000  # kernel threads (kworker, ksoftirqd) serve the run as much as anyone
 _THROTTLED = re.compile(r"throttled=(0x[0-9a-fA-F]{1,8})")
 
 
@@ -257,7 +266,7 @@ class Sources:
                 "sources": readable, "stat_fields": STAT_FIELDS, "net_fields": NET_FIELDS,
                 "softirq_cpus": self.softirq_cpus, "irq_cpus": self.irq_cpus,
                 "nics": sorted(set(self.tokens.values())), "trips_c": self.trips,
-                "startup_cpu_s": _own_cpu()}
+                "startup_cpu_s": _own_cpu(), "ppid": os.getppid(), **process_table_id()}
 
 
 # ---------------------------------------------------------------- one sample
@@ -373,6 +382,68 @@ def take(sources: Sources) -> dict:
     return sample
 
 
+def read_procs() -> dict[int, list]:
+    """{pid: [parent pid, name, CPU ticks (user + system), last CPU, start ticks]} of every process
+    but kernel threads, at most MAX_PROCS; a process that goes while it is read is left out."""
+    out: dict[int, list] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return out
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/" + name + "/stat", "rb") as f:
+                data = f.read(4096)
+            head, _, rest = data.rpartition(b")")
+            fields = rest.split()
+            if int(fields[6]) & PF_KTHREAD:
+                continue
+            comm = head.partition(b"(")[2].decode("ascii", "replace")[:16]
+            out[int(name)] = [int(fields[1]), comm, int(fields[11]) + int(fields[12]), int(fields[36]),
+                              int(fields[19])]
+        except (OSError, ValueError, IndexError):
+            continue
+        if len(out) >= MAX_PROCS:
+            break
+    return out
+
+
+class ProcessTable:
+    """The snapshots of the process table: whole once, then only what changed (a process is new, or
+    its ticks moved), so an idle node's hundreds of processes cost a line once."""
+
+    def __init__(self) -> None:
+        self.last: dict[int, list] = {}
+
+    def whole(self) -> list[list]:
+        self.last = read_procs()
+        return [[pid, *row] for pid, row in self.last.items()]
+
+    def changed(self) -> list[list]:
+        now = read_procs()
+        out = [[pid, *row] for pid, row in now.items()
+               if (old := self.last.get(pid)) is None or old[2] != row[2] or old[4] != row[4]]
+        self.last = now
+        return out
+
+
+def process_table_id() -> dict:
+    """What names this node's process table: the boot and the PID namespace (nodes that are
+    namespaces of one machine share it)."""
+    try:
+        pid_ns = os.readlink("/proc/self/ns/pid")[:64]
+    except OSError:
+        pid_ns = ""
+    try:  # a small read: sysctl files refuse one of MAX_READ bytes (ENOMEM)
+        with open("/proc/sys/kernel/random/boot_id", "rb") as f:
+            boot_id = f.read(64).decode("ascii", "replace").strip()
+    except OSError:
+        boot_id = ""
+    return {"boot_id": boot_id, "pid_ns": pid_ns}
+
+
 # ---------------------------------------------------------------- the loop
 
 def _own_cpu() -> float:
@@ -468,6 +539,8 @@ def run(interval: float, max_seconds: float, stop_file: str | None = None) -> in
     for name in ("SIGTERM", "SIGHUP", "SIGINT"):
         signal.signal(getattr(signal, name), _on_signal)
     header = sources.header(interval, max_seconds)
+    table = ProcessTable()
+    header["procs"] = table.whole()
     _emit(header)
     start, count = time.monotonic(), 0
     while True:
@@ -476,6 +549,8 @@ def run(interval: float, max_seconds: float, stop_file: str | None = None) -> in
         now = time.monotonic()
         if Stop.reason is None and now - start >= max_seconds:
             Stop.reason = "max-seconds"
+        if count <= PROCS_EARLY or count % PROCS_EVERY == 0 or Stop.reason is not None:
+            sample["procs"] = table.changed()
         if Stop.reason is not None:
             sample.update(end=Stop.reason, samples=count, self_cpu_s=_own_cpu())
             _emit(sample)
