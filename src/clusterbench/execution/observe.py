@@ -34,12 +34,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from clusterbench.launch import supervise
 from clusterbench.launch.hosts import is_local
 from clusterbench.launch.process import wait_exit
 from clusterbench.launch.remote import node_copies, run_everywhere, ssh_command
 from clusterbench.launch.site import Site
 from clusterbench.launch.spec import Launch
-from clusterbench.launch import supervise
 from clusterbench.pinning.verify import read_observations
 from clusterbench.system import activity, disturbance, state
 

@@ -84,6 +84,7 @@ class NodeVerdict:
     steal_percent: float | None = None
     clock: tuple[float, float] | None = None  # (lowest, median) GHz over the run's CPUs
     top: list[dict] = field(default_factory=list)  # the other processes that took most
+    worst_taker: dict | None = None  # the other process that took most of the worst CPU
     run_cpus: list[int] = field(default_factory=list)  # the CPUs the run ran on (judged by its processes' time)
     evidence: list[str] = field(default_factory=list)  # what is above a threshold, in words
 
@@ -170,6 +171,10 @@ def _others(verdict: NodeVerdict, series: Series, run: RunProcesses, table, cpus
     verdict.others_percent = round(100.0 * total / (window_ticks * len(cpus)), 1)
     worst = max(per_cpu.items(), key=lambda kv: kv[1])
     verdict.worst_cpu = (worst[0], round(100.0 * worst[1] / window_ticks, 1))
+    on_worst = max(others, key=lambda u: u.by_cpu.get(worst[0], 0), default=None)
+    if on_worst is not None and on_worst.by_cpu.get(worst[0], 0):
+        verdict.worst_taker = {"pid": on_worst.pid, "comm": on_worst.comm,
+                               "percent": round(100.0 * on_worst.by_cpu[worst[0]] / window_ticks, 1)}
     for _, use, cpu, ticks in sorted(takers, key=lambda t: -t[0])[:TOP]:
         verdict.top.append({"pid": use.pid, "comm": use.comm, "cpu": cpu,
                             "percent": round(100.0 * ticks / window_ticks, 1)})
@@ -228,9 +233,15 @@ def _evidence(verdict: NodeVerdict, cpus: list[int], throttled: list[str] | None
     limits = THRESHOLDS
     if verdict.judged and verdict.others_percent is not None:
         named = verdict.top[0] if verdict.top else None
-        if verdict.worst_cpu and verdict.worst_cpu[1] >= limits["others_one_cpu_percent"] and named:
-            verdict.evidence.append(f"{named['percent']:.0f}% of CPU {named['cpu']} went to pid {named['pid']} "
-                                    f"`{named['comm']}`")
+        if verdict.worst_cpu and verdict.worst_cpu[1] >= limits["others_one_cpu_percent"]:
+            cpu, percent = verdict.worst_cpu
+            taker = verdict.worst_taker
+            if taker and taker["percent"] >= 0.5 * percent:  # mostly one process: name it
+                verdict.evidence.append(f"{taker['percent']:.0f}% of CPU {cpu} went to pid {taker['pid']} "
+                                        f"`{taker['comm']}`")
+            else:
+                most = f" (most to pid {taker['pid']} `{taker['comm']}`, {taker['percent']:.0f}%)" if taker else ""
+                verdict.evidence.append(f"{percent:.0f}% of CPU {cpu} went to other processes{most}")
         elif verdict.others_percent >= limits["others_percent"]:
             who = f" (most to pid {named['pid']} `{named['comm']}`)" if named else ""
             verdict.evidence.append(f"other processes took {verdict.others_percent:.0f}% of the run's "

@@ -1,0 +1,66 @@
+"""A run that shares its CPUs with other work is flagged `disturbed`, with its evidence; the same run alone is not.
+
+Real runs of our DGEMM kernel (2 ranks: every core of this machine) beside a real busy loop (`yes`), started
+detached from the test (a process of another session, as another user's job would be). The tests run alone
+(`quiet_machine`): the suite's other tests would be a disturbance too. The suite records disturbance without
+flagging it (tests/conftest.py); these tests ask for the flag.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from contextlib import contextmanager
+
+import pytest
+from tests.conftest import cli
+
+pytestmark = pytest.mark.quiet_machine
+FLAG = {"CLUSTERBENCH_DISTURBANCE": "flag"}
+
+
+@contextmanager
+def busy_loop(*prefix: str):
+    """A `yes` burning one CPU, in its own session and re-parented away from this test (double fork), on this
+    machine or, with `prefix` (ssh node1), on a node; killed at the end."""
+    tag = f"cb-busy-{time.monotonic_ns()}"
+    start = f"setsid bash -c 'exec -a {tag} yes >/dev/null' </dev/null >/dev/null 2>&1 &"
+    subprocess.run([*prefix, "sh", "-c", start] if prefix else ["sh", "-c", start], check=True, timeout=60)
+    try:
+        deadline = time.monotonic() + 30
+        while subprocess.run(["pgrep", "-f", tag], capture_output=True).returncode != 0:
+            assert time.monotonic() < deadline, "the busy loop did not start"
+            time.sleep(0.05)
+        yield tag
+    finally:
+        subprocess.run(["pkill", "-f", tag], capture_output=True)
+
+
+def dgemm(*more: str, env: dict | None = None) -> dict:
+    out = cli("bench", "dgemm", "-p", "ranks=2", "-p", "n=1500", "--json", *more, env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    runs = json.loads(out.stdout)
+    return runs[0] if isinstance(runs, list) else runs
+
+
+def test_a_run_beside_a_busy_loop_is_flagged_and_the_same_run_alone_is_not():
+    with busy_loop():
+        shared = dgemm(env=FLAG)
+        recorded = dgemm(env={"CLUSTERBENCH_DISTURBANCE": "record"})
+    alone = dgemm(env=FLAG)
+    evidence = shared["facts"]["disturbed"]["evidence"]
+    assert any("`yes`" in e and "went to pid" in e or "other processes took" in e for e in evidence), evidence
+    node = next(iter(shared["facts"]["disturbance"]["nodes"].values()))
+    assert node["judged"] and node["others_percent"] >= 5, node
+    # record: measured and stored, never flagged
+    assert "disturbed" not in recorded["facts"] and recorded["facts"]["disturbance"]["evidence"]
+    assert "disturbed" not in alone["facts"], alone["facts"].get("disturbed")
+    quiet = next(iter(alone["facts"]["disturbance"]["nodes"].values()))
+    assert quiet["judged"] and quiet["others_percent"] < 5, quiet
+    # the listing marks it, the run's page says why
+    listing = cli("results", env={"COLUMNS": "120"}).stdout
+    line = next(row for row in listing.splitlines() if shared["id"] in row)
+    assert "disturbed" in line and "disturbed" not in next(r for r in listing.splitlines() if alone["id"] in r)
+    page = cli("results", shared["id"]).stdout
+    assert "DISTURBED:" in page and "`yes`" in page or "other processes" in page, page[:2000]
