@@ -26,15 +26,15 @@ def busy_loop(*prefix: str):
     machine or, with `prefix` (ssh node1), on a node; killed at the end."""
     tag = f"cb-busy-{time.monotonic_ns()}"
     start = f"setsid bash -c 'exec -a {tag} yes >/dev/null' </dev/null >/dev/null 2>&1 &"
-    subprocess.run([*prefix, "sh", "-c", start] if prefix else ["sh", "-c", start], check=True, timeout=60)
+    subprocess.run([*prefix, start] if prefix else ["sh", "-c", start], check=True, timeout=60)  # ssh: one string
     try:
         deadline = time.monotonic() + 30
-        while subprocess.run(["pgrep", "-f", tag], capture_output=True).returncode != 0:
+        while subprocess.run([*prefix, "pgrep", "-f", tag], capture_output=True).returncode != 0:
             assert time.monotonic() < deadline, "the busy loop did not start"
             time.sleep(0.05)
         yield tag
     finally:
-        subprocess.run(["pkill", "-f", tag], capture_output=True)
+        subprocess.run([*prefix, "pkill", "-f", tag], capture_output=True, timeout=60)
 
 
 def dgemm(*more: str, env: dict | None = None) -> dict:
@@ -64,3 +64,14 @@ def test_a_run_beside_a_busy_loop_is_flagged_and_the_same_run_alone_is_not():
     assert "disturbed" in line and "disturbed" not in next(r for r in listing.splitlines() if alone["id"] in r)
     page = cli("results", shared["id"]).stdout
     assert "DISTURBED:" in page and "`yes`" in page or "other processes" in page, page[:2000]
+
+
+def test_quiet_check_refuses_a_busy_node_with_the_evidence_and_lets_a_quiet_one_run():
+    with busy_loop():
+        refused = cli("--quiet-check", "3s", "bench", "dgemm", "-p", "n=500")
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "not quiet" in refused.stderr and ("`yes`" in refused.stderr or "other processes" in refused.stderr)
+    assert "Traceback" not in refused.stderr
+    ran = cli("--quiet-check", "30s", "bench", "dgemm", "-p", "n=500")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert cli("--quiet-check", "soon", "bench", "dgemm").returncode == 2

@@ -25,7 +25,7 @@ COMMANDS = {
     "exclude": "curate_cmd", "include": "curate_cmd", "note": "curate_cmd",
 }
 MODULES = tuple(dict.fromkeys(COMMANDS.values()))
-_VALUED_OPTIONS = ("--db", "--limit")  # the main options that take a value (cli/app.py main_options)
+_VALUED_OPTIONS = ("--db", "--limit", "--quiet-check")  # the main options that take a value (cli/app.py main_options)
 
 
 def register(module: str) -> None:

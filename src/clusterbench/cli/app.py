@@ -51,7 +51,11 @@ def main_options(
         "--limit", metavar="NAME=VALUE",
         help="Raise or lower one of the bounds on what input may make clusterbench build, for this command "
              "(repeatable), e.g. --limit max_runs=200000.")] = None,
+    quiet_check: Annotated[str | None, typer.Option(
+        "--quiet-check", metavar="LIMIT",
+        help="Before each run, wait up to LIMIT (e.g. 2m) for its nodes to be quiet (no other work on their "
+             "CPUs, no steal), else refuse with what keeps them busy (exit 1).")] = None,
     show_version: Annotated[bool, typer.Option(
         "--version", "-V", is_eager=True, callback=_show_version, help="Print the version and exit.")] = False,
 ) -> None:
-    apply_main_options(db, limit)
+    apply_main_options(db, limit, quiet_check)

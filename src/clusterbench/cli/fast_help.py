@@ -21,6 +21,8 @@ OPTIONS = (  # the main options (cli/app.py main_options), in its order
     ("--db PATH", "Results database (default: $CLUSTERBENCH_DB or $XDG_DATA_HOME/clusterbench/results.db)."),
     ("--limit NAME=VALUE", "Raise or lower one of the bounds on what input may make clusterbench build, for this "
                            "command (repeatable), e.g. --limit max_runs=200000."),
+    ("--quiet-check LIMIT", "Before each run, wait up to LIMIT (e.g. 2m) for its nodes to be quiet (no other work "
+                            "on their CPUs, no steal), else refuse with what keeps them busy (exit 1)."),
     ("-V, --version", "Print the version and exit."),
     ("--help", "Show this message and exit."),
 )

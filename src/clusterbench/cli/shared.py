@@ -42,9 +42,10 @@ def modules_loaded() -> None:
     gc.enable()
 
 
-def apply_main_options(db: str | None, limit: list[str] | None) -> None:
+def apply_main_options(db: str | None, limit: list[str] | None, quiet_check: str | None = None) -> None:
     """What the main options do (cli/app.py main_options, and cli/plain.py): --db PATH
-    sets $CLUSTERBENCH_DB, each --limit NAME=VALUE overrides one bound for this command."""
+    sets $CLUSTERBENCH_DB, each --limit NAME=VALUE overrides one bound for this command,
+    --quiet-check LIMIT sets $CLUSTERBENCH_QUIET_CHECK (seconds) for execution/quiet.py."""
     import os
 
     from clusterbench import limits
@@ -59,6 +60,14 @@ def apply_main_options(db: str | None, limit: list[str] | None) -> None:
                                  hint="write --limit NAME=VALUE, e.g. --limit max_runs=200000; limits: "
                                       + ", ".join(sorted(limits.LIMITS)))
         limits.override(name.strip(), value.strip())
+    if quiet_check is not None:
+        from clusterbench.units import parse_duration
+
+        seconds = parse_duration(quiet_check, "--quiet-check")
+        if not 0 <= seconds <= 86400:
+            raise UserInputError(f"--quiet-check {quiet_check!r} is not within 0 s .. 24 h",
+                                 hint="give the longest wait for quiet nodes, e.g. --quiet-check 2m")
+        os.environ["CLUSTERBENCH_QUIET_CHECK"] = repr(seconds)
 
 
 def open_store(read_only: bool = False):

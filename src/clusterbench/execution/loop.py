@@ -23,6 +23,7 @@ from typing import Protocol
 
 from clusterbench.bench.base import Benchmark
 from clusterbench.errors import Interrupted, UserInputError
+from clusterbench.execution import quiet
 from clusterbench.execution.executor import RunRequest, RunResult, changes_nodes, execute, prefetch_state
 from clusterbench.execution.request import PlannedRun
 from clusterbench.execution.together import run_together
@@ -161,6 +162,7 @@ def _run_each(store: Store, runs: list[PlannedRun], reporter: Reporter,
                 raise
             unavailable(run, exc)
             continue
+        quiet.check_sites([site], reporter.waiting)
         reporter.run_started(run)
         request = RunRequest.planned(run, bench, site, system_id, one_off=one_off, tags=tags)
         result = execute(store, request, tick=lambda elapsed, detail, run=run: reporter.tick(run, elapsed, detail))
@@ -230,6 +232,7 @@ def _run_phase(store: Store, phase: Phase, reporter: Reporter, eta: Eta, system_
     for run, site, tags in zip(phase.runs, phase.sites, phase.tags, strict=True):
         bench = make_bench(phase, run) if make_bench else run.bench_class().from_point(run.params)
         requests.append(RunRequest.planned(run, bench, site, system_id, one_off=True, tags=tags))
+    quiet.check_sites(phase.sites, reporter.waiting)
     for run in phase.runs:
         reporter.run_started(run)
     ran = run_together(store, requests, lambda i, elapsed, detail: reporter.tick(phase.runs[i], elapsed, detail))

@@ -322,6 +322,18 @@ class Samplers:
 
     def stop(self) -> Observed:
         """Close every sampler's pipe, wait for its last sample, and summarise each node."""
+        self.stop_quietly()
+        observed = Observed()
+        found: list[tuple[str, Path | str]] = []
+        for s in self.running:
+            if not s.error:
+                observed.artifacts.append(s.path)
+            found.append((node_key(s.host), s.error or s.path))
+        observed.facts |= _activity_facts(found, self.workdir)
+        return observed
+
+    def stop_quietly(self) -> None:
+        """Close every sampler's pipe and wait for its last sample (its file is then complete)."""
         for s in self.running:
             if s.proc and s.proc.stdin:
                 try:
@@ -337,11 +349,3 @@ class Samplers:
             except subprocess.TimeoutExpired:
                 s.proc.kill()
                 s.proc.wait()
-        observed = Observed()
-        found: list[tuple[str, Path | str]] = []
-        for s in self.running:
-            if not s.error:
-                observed.artifacts.append(s.path)
-            found.append((node_key(s.host), s.error or s.path))
-        observed.facts |= _activity_facts(found, self.workdir)
-        return observed

@@ -66,6 +66,7 @@ class RunProcesses:
     below: dict[tuple[str, str], set[int]] = field(default_factory=dict)  # these and all their descendants
     harness: dict[tuple[str, str], set[int]] = field(default_factory=dict)  # these and their ancestors only
     cpus: dict[tuple[str, str], set[int]] = field(default_factory=dict)  # the CPUs the ranks were allowed
+    no_run: bool = False  # nothing runs yet (a quiet check): every process but the harness is other work
 
     def add_below(self, table, *pids: int | None) -> None:
         self.below.setdefault(table, set()).update(p for p in pids if p)
@@ -125,7 +126,7 @@ def judge(series: Series, run: RunProcesses, throttled: list[str] | None = None)
     verdict.clock = _clock(series, cpus)
     if not series.procs:
         verdict.why_not = "the sampler did not read the process table (an older sampler?)"
-    elif table is None or (table not in run.below and table not in run.harness):
+    elif table is None or not (run.no_run or table in run.below or table in run.harness):
         verdict.why_not = "the run's processes on this node are not known (no supervisor or probe record)"
     else:
         verdict.judged = True
@@ -142,7 +143,8 @@ def _others(verdict: NodeVerdict, series: Series, run: RunProcesses, table, cpus
             latest[use.pid] = use
     parent = {pid: use.ppid for pid, use in latest.items()}
     below = run.below.get(table, set()) | {series.header.get("pid") or 0}
-    harness = _ancestors(run.harness.get(table, set()) | {series.header.get("pid") or 0}, parent, latest)
+    sampler = {series.header.get("pid") or 0, series.header.get("ppid") or 0}
+    harness = _ancestors(run.harness.get(table, set()) | sampler, parent, latest)
     own_per_cpu: dict[int, int] = {}
     others = []
     for use in series.procs.values():
@@ -168,16 +170,22 @@ def _others(verdict: NodeVerdict, series: Series, run: RunProcesses, table, cpus
             cpu, ticks = max(mine.items(), key=lambda kv: kv[1])
             takers.append((sum(mine.values()), use, cpu, ticks))
     total = sum(per_cpu.values())
-    verdict.others_percent = round(100.0 * total / (window_ticks * len(cpus)), 1)
+    verdict.others_percent = round(min(100.0, 100.0 * total / (window_ticks * len(cpus))), 1)
     worst = max(per_cpu.items(), key=lambda kv: kv[1])
-    verdict.worst_cpu = (worst[0], round(100.0 * worst[1] / window_ticks, 1))
+    verdict.worst_cpu = (worst[0], _percent(worst[1], window_ticks))
     on_worst = max(others, key=lambda u: u.by_cpu.get(worst[0], 0), default=None)
     if on_worst is not None and on_worst.by_cpu.get(worst[0], 0):
         verdict.worst_taker = {"pid": on_worst.pid, "comm": on_worst.comm,
-                               "percent": round(100.0 * on_worst.by_cpu[worst[0]] / window_ticks, 1)}
+                               "percent": _percent(on_worst.by_cpu[worst[0]], window_ticks)}
     for _, use, cpu, ticks in sorted(takers, key=lambda t: -t[0])[:TOP]:
         verdict.top.append({"pid": use.pid, "comm": use.comm, "cpu": cpu,
-                            "percent": round(100.0 * ticks / window_ticks, 1)})
+                            "percent": _percent(ticks, window_ticks)})
+
+
+def _percent(ticks: float, window_ticks: float) -> float:
+    """A share of one CPU, at most 100%: a snapshot puts a process's time since the last one on the CPU
+    it is on now, so one that moved between CPUs can seem to have taken more than all of one."""
+    return round(min(100.0, 100.0 * ticks / window_ticks), 1)
 
 
 def _ancestors(pids: set[int], parent: dict[int, int], latest: dict[int, ProcessUse]) -> set[int]:
