@@ -238,7 +238,8 @@ def _show_run(store, run_id: str, fmt: Format) -> None:
     if fmt != Format.table:
         print(json.dumps(data, indent=2, default=str))
         return
-    console.print(f"[bold]{escape(run_id)}[/] {r['benchmark']} [{r['status']}] valid={as_bool(r['valid'])}")
+    status = escape(f"[{r['status']}]")  # not Rich markup: "[ok]" would vanish as an unknown tag
+    console.print(f"[bold]{escape(run_id)}[/] {escape(r['benchmark'])} {status} valid={as_bool(r['valid'])}")
     if data["flags"]:
         console.print(f"flags: [yellow]{escape(', '.join(data['flags']))}[/]")
     if r["reason"]:
