@@ -13,7 +13,9 @@ as the rank. The probe
   /proc/PID/task/TID/status, counted per distinct set: a library may move a thread for a moment, as
   hwloc does to read each CPU's CPUID in MPI_Init), the CPU it is on (field 39 of .../stat) and the
   scheduler's migration count (`se.nr_migrations` in .../sched, when the kernel shows it): at 0, 10,
-  20, 50 and 100 ms, then every 100 ms, so even a short run is seen once with all its threads;
+  20, 50 and 100 ms, then every 100 ms for 2 s, then a tenth of the time run (every 2 s from 20 s on), so even a
+  short run is seen once with all its threads, and a long one is not woken ten times a second on the
+  rank's own CPU (the observer must not disturb what it observes);
 - forwards SIGTERM, SIGINT, SIGHUP, SIGUSR1/2 and SIGCONT to the program, and exits as the program did
   (the same signal when it was killed by one), so launchers see no difference;
 - writes one JSON file per rank, OUTDIR/probe-HOST-PID.json (atomically), with the node's CPU layout
@@ -23,7 +25,7 @@ Standard library only and no clusterbench import: it runs on compute nodes where
 started clusterbench is reachable, and its start-up (about 15 ms) is paid once per rank, before the
 program starts and on the rank's CPUs: so it imports no more than it must (the record is written
 without the json module, whose regular expressions cost as much again; `LOADER` starts it from its
-cached bytecode). Its sampling costs a few file reads per thread every 100 ms, on the rank's own CPUs.
+cached bytecode). Its sampling costs a few file reads per thread per sample, on the rank's own CPUs.
 """
 
 import os
@@ -35,8 +37,10 @@ try:  # the C module signal.py wraps: the same functions and numbers, without im
 except ImportError:  # another Python than CPython
     import signal
 
-SCHEDULE_S = (0.0, 0.01, 0.02, 0.05, 0.1)  # then every PERIOD_S
+SCHEDULE_S = (0.0, 0.01, 0.02, 0.05, 0.1)  # then PERIOD_S, doubling up to MAX_PERIOD_S
 PERIOD_S = 0.1
+STEADY_S = 2.0  # every PERIOD_S this long
+MAX_PERIOD_S = 2.0  # a bound rank's threads stay put: later samples only catch a late move, so they are rare
 MAX_THREADS = 4096  # threads sampled per rank; a runaway program does not make the record unbounded
 MAX_HISTORY = 64  # changes of a thread's allowed set that are kept, in order
 RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID")
@@ -323,13 +327,14 @@ def main(argv: list[str]) -> int:
     threads = Threads()
     due, taken = start, 0
     while (status := _reap(child)) is None:
-        wait = due - time.monotonic()
+        now = time.monotonic()
+        wait = due - now
         if wait > 0:
             signal.sigtimedwait({signal.SIGCHLD}, wait)
             continue
         threads.sample(child)
         taken += 1
-        due = start + SCHEDULE_S[taken] if taken < len(SCHEDULE_S) else time.monotonic() + PERIOD_S
+        due = start + SCHEDULE_S[taken] if taken < len(SCHEDULE_S) else time.monotonic() + period(now - start)
     env = {k: os.environ[k] for k in KEPT_ENV if k in os.environ}
     rank = next((os.environ[v] for v in RANK_VARS if os.environ.get(v, "").isdigit()), None)
     write_record(outdir, {
@@ -344,6 +349,14 @@ def main(argv: list[str]) -> int:
         os.kill(os.getpid(), -status)
         return 128 - status
     return status
+
+
+def period(elapsed: float) -> float:
+    """The wait before the next sample: PERIOD_S in the first STEADY_S (threads appear: OpenMP starts
+    its team at the first parallel region), then a tenth of the time run, up to MAX_PERIOD_S."""
+    if elapsed < STEADY_S:
+        return PERIOD_S
+    return min(MAX_PERIOD_S, max(PERIOD_S, elapsed / 10))
 
 
 def _reap(child: int) -> int | None:
