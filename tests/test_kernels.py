@@ -214,3 +214,14 @@ def test_the_plugin_example_in_the_docs_works(tmp_path, isolated_db):
         sys.path.remove(str(tmp_path))
         from clusterbench.bench.registry import BENCHMARKS
         BENCHMARKS.pop("ddcopy", None)
+
+
+def test_pingpong_rounds_report_the_median_and_the_spread_of_each_size():
+    """rounds=5: each size's loop runs five times; the figure is the median loop, and the facts give each size's
+    spread (slowest - fastest) / median; rounds=1 prints IMB's one loop and no spread."""
+    result = _run("pingpong", "-p", "min_log2=10", "-p", "max_log2=12", "-p", "iter=100", "-p", "rounds=5")
+    assert result["valid"]
+    spreads = result["facts"]["round_spread_percent"]
+    assert set(spreads) == {"0", "1024", "2048", "4096"} and all(v >= 0 for v in spreads.values())
+    single = _run("pingpong", "-p", "min_log2=10", "-p", "max_log2=10", "-p", "iter=100", "-p", "rounds=1")
+    assert single["valid"] and "round_spread_percent" not in single["facts"]

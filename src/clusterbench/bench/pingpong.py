@@ -3,7 +3,8 @@
 Message sizes 0 and 2^min_log2 .. 2^max_log2 bytes; warm-up; repetitions per size by IMB's
 policy (at most `iter`, fewer for large messages so that each size moves about 40 MiB, or
 `volume_mib`; more, up to `iter`, for at least `min_time_s` per size when given), or `iter` for
-every size with `iter_policy: off`. One-way time in microseconds, bandwidth in MB/s (10^6 bytes);
+every size with `iter_policy: off`; each size's timed loop `rounds` times (default 5), the median
+loop being the figure. One-way time in microseconds, bandwidth in MB/s (10^6 bytes);
 latency is the 0-byte time. Where the two ranks sit is the placement:
 `map_by: core` keeps them on one socket, `map_by: socket` puts them on two, `map_by: node`
 on two nodes.
@@ -25,12 +26,22 @@ from clusterbench.system.discover import SystemInfo
 MAX_LOG2 = 30  # 1 GiB messages: beyond, buffers stop being a message-passing question
 MAX_VOLUME_MIB = 64 * 1024  # a size's volume under the dynamic policy: 64 GiB is hours on a slow link
 MAX_MIN_TIME_S = 60.0  # a size's time floor: more is a soak test, not a ping-pong
-_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s*$", re.M)
+_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)(?:\s+([\d.]+)\s+([\d.]+))?\s*$", re.M)
 _HOSTS = re.compile(r"rank 0 on (\S+), rank 1 on (\S+)")
 
 
+MAX_ROUNDS = 50
+
+
 def parse_pingpong(text: str) -> list[tuple[int, int, float, float]]:
-    return [(int(b), int(r), float(t), float(bw)) for b, r, t, bw in _ROW.findall(text)]
+    """(bytes, repetitions, one-way us, MB/s) per size: the median round's when there were rounds."""
+    return [(int(b), int(r), float(t), float(bw)) for b, r, t, bw, _, _ in _ROW.findall(text)]
+
+
+def round_spreads(text: str) -> dict[int, float]:
+    """{bytes: (slowest - fastest round) / median, in %} when the kernel ran several rounds."""
+    return {int(b): round(100.0 * (float(hi) - float(lo)) / float(t), 1)
+            for b, _, t, _, lo, hi in _ROW.findall(text) if lo and hi and float(t) > 0}
 
 
 def _volume(point: dict) -> int:
@@ -68,6 +79,9 @@ class PingPong(NativeKernel):
               "repetitions, up to iter, as its timed warm-up says; default: none, IMB's policy alone): a size "
               "measured in milliseconds is moved by one wake-up of another process", minimum=0.001,
               maximum=MAX_MIN_TIME_S),
+        Param("rounds", int, 5, "timed loops per size; the median is the figure, the fastest and slowest give its "
+              "spread (one loop of a few milliseconds is moved by one wake-up of another process)",
+              minimum=1, maximum=MAX_ROUNDS),
         *KERNEL_PARAMS,
     )
 
@@ -88,11 +102,14 @@ class PingPong(NativeKernel):
         guess = exchange_seconds(point["min_log2"], point["max_log2"], point["iter"], dynamic, _volume(point))
         if dynamic and point.get("min_time_s"):  # every size (0 B and min_log2..max_log2) lasts at least that
             guess = max(guess, (point["max_log2"] - point["min_log2"] + 2) * point["min_time_s"])
-        return GUESS_START_S + guess
+        return GUESS_START_S + guess * (point.get("rounds") or 1)
 
     def arguments(self) -> list[str]:
         p = self.point
         args = [str(p["min_log2"]), str(p["max_log2"]), str(p["iter"]), p["iter_policy"], str(_volume(p))]
+        rounds = p.get("rounds") or 1
+        if rounds > 1:  # the time floor's place is kept (0: none)
+            return args + [f"{p['min_time_s']:g}" if p.get("min_time_s") else "0", str(rounds)]
         return args + [f"{p['min_time_s']:g}"] if p.get("min_time_s") else args
 
     def parse(self, workdir: Path) -> Outcome:
@@ -100,6 +117,9 @@ class PingPong(NativeKernel):
         rows = parse_pingpong(text)
         hosts = _HOSTS.search(text)
         out = Outcome(facts={"hosts": list(hosts.groups()) if hosts else None})
+        spreads = round_spreads(text)
+        if spreads:  # how steady each size was over its rounds: a wide spread is a busy node or link
+            out.facts["round_spread_percent"] = {str(k): v for k, v in spreads.items()}
         expected = self.point["max_log2"] - self.point["min_log2"] + 2
         if len(rows) != expected or "# done" not in text:
             out.invalidate(f"expected {expected} message sizes and the end marker, found {len(rows)} rows")

@@ -12,7 +12,11 @@
  * its timed warm-up says) is repeated more, up to ITER: a measurement of a few milliseconds on a
  * fast link is moved by one wake-up of another process, one of a tenth of a second is not.
  *
- * Usage: pingpong MIN_LOG2 MAX_LOG2 ITER POLICY(dynamic|off) [VOLUME [MIN_SECONDS]]
+ * With ROUNDS > 1, each size's timed loop is run ROUNDS times and the median round is printed, with the
+ * fastest and slowest rounds' times: one round of a few milliseconds is moved by one wake-up of another
+ * process, the median of several is not, and their spread says how steady the link was.
+ *
+ * Usage: pingpong MIN_LOG2 MAX_LOG2 ITER POLICY(dynamic|off) [VOLUME [MIN_SECONDS [ROUNDS]]]
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -22,6 +26,12 @@
 #define OVERALL_VOL (40L * 1024 * 1024)
 #define WARMUP_PERCENT 10
 #define MIN_WARMUP 10
+#define MAX_ROUNDS 50
+
+static int by_value(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
 
 /* One repetition: rank 0 sends and receives back, rank 1 receives and sends back. */
 static void exchange(int rank, int other, char *sbuf, char *rbuf, long bytes) {
@@ -48,6 +58,10 @@ int main(int argc, char **argv) {
     const int dynamic = strcmp(argv[4], "off") != 0;
     const long volume = argc > 5 && atol(argv[5]) > 0 ? atol(argv[5]) : OVERALL_VOL;
     const double min_seconds = argc > 6 && atof(argv[6]) > 0 ? atof(argv[6]) : 0.0;
+    int rounds = argc > 7 ? atoi(argv[7]) : 1;
+    if (rounds < 1) rounds = 1;
+    if (rounds > MAX_ROUNDS) rounds = MAX_ROUNDS;
+    double times[MAX_ROUNDS];
     const long maxbytes = 1L << hi;
     /* Buffers from MPI_Alloc_mem, as IMB allocates them: the MPI may hand out memory it can move
      * faster (aligned, registered), and both programs then measure the same thing. */
@@ -68,7 +82,12 @@ int main(int argc, char **argv) {
         printf("# iter = %d, policy = %s, overall volume = %ld bytes\n", iter, dynamic ? "dynamic" : "off",
                volume);
         if (min_seconds > 0) printf("# each size runs at least %g s (up to iter repetitions)\n", min_seconds);
-        printf("#%11s %12s %14s %14s\n", "bytes", "repetitions", "t[usec]", "MB/s");
+        if (rounds > 1) printf("# rounds = %d: the median round, then the fastest and slowest\n", rounds);
+        if (rounds > 1)
+            printf("#%11s %12s %14s %14s %14s %14s\n", "bytes", "repetitions", "t[usec]", "MB/s", "t_min[usec]",
+                   "t_max[usec]");
+        else
+            printf("#%11s %12s %14s %14s\n", "bytes", "repetitions", "t[usec]", "MB/s");
     }
     for (int k = lo - 1; k <= hi; k++) {  /* k = lo - 1 stands for the 0-byte message */
         const long bytes = k < lo ? 0 : 1L << k;
@@ -87,13 +106,21 @@ int main(int argc, char **argv) {
             }
             MPI_Bcast(&reps, 1, MPI_LONG, 0, MPI_COMM_WORLD);
         }
-        MPI_Barrier(MPI_COMM_WORLD);
-        t = MPI_Wtime();
-        for (long r = 0; rank < 2 && r < reps; r++) exchange(rank, other, sbuf, rbuf, bytes);
-        t = MPI_Wtime() - t;
+        for (int round = 0; round < rounds; round++) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            t = MPI_Wtime();
+            for (long r = 0; rank < 2 && r < reps; r++) exchange(rank, other, sbuf, rbuf, bytes);
+            times[round] = MPI_Wtime() - t;
+        }
         if (rank == 0) {
-            const double usec = 1e6 * t / (2.0 * reps);
-            printf("%12ld %12ld %14.2f %14.2f\n", bytes, reps, usec, usec > 0 ? bytes / usec : 0.0);
+            qsort(times, rounds, sizeof times[0], by_value);
+            const double median = rounds % 2 ? times[rounds / 2] : (times[rounds / 2 - 1] + times[rounds / 2]) / 2;
+            const double usec = 1e6 * median / (2.0 * reps);
+            if (rounds > 1)
+                printf("%12ld %12ld %14.2f %14.2f %14.2f %14.2f\n", bytes, reps, usec, usec > 0 ? bytes / usec : 0.0,
+                       1e6 * times[0] / (2.0 * reps), 1e6 * times[rounds - 1] / (2.0 * reps));
+            else
+                printf("%12ld %12ld %14.2f %14.2f\n", bytes, reps, usec, usec > 0 ? bytes / usec : 0.0);
             fflush(stdout);
         }
     }
