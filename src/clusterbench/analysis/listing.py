@@ -209,6 +209,19 @@ def disturbance_lines(row: sqlite3.Row) -> list[str]:
     return lines
 
 
+def blas_lines(row: sqlite3.Row) -> list[str]:
+    """The kernels the run's OpenBLAS chose (system/blas_kernel.py), and the remedy when it fell back."""
+    found = _facts(row).get("blas_kernel")
+    lines = []
+    for k in found if isinstance(found, list) else [found] if isinstance(found, dict) else []:
+        asked = f", OPENBLAS_CORETYPE={k['openblas_coretype']}" if k.get("openblas_coretype") else ""
+        line = f"OpenBLAS {k.get('core')} kernels ({k.get('verdict')}{asked})"
+        if k.get("verdict") == "fallback":
+            line = f"FALLBACK: {k.get('why')}; remedy: {k.get('remedy')}"
+        lines.append(line)
+    return lines
+
+
 def headline(store: Store, run_id: str, benchmark: str | None = None) -> str:
     """The figure a reader wants first: the best valid value of a metric declared as a listing's
     headline (HPL's Gflop/s, also stored by HPCC), else the first metric. With the run's `benchmark`

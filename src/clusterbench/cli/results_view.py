@@ -226,6 +226,7 @@ def _show_run(store, run_id: str, fmt: Format) -> None:
     from clusterbench.analysis.listing import (
         activity_lines,
         as_bool,
+        blas_lines,
         disturbance_lines,
         migrations,
         placement,
@@ -261,6 +262,8 @@ def _show_run(store, run_id: str, fmt: Format) -> None:
     for line in disturbance_lines(r):
         flagged = line.startswith("DISTURBED")
         console.print(escape(line if flagged else f"disturbance: {line}"), style="bold red" if flagged else None)
+    for line in blas_lines(r):
+        console.print(f"blas: {escape(line)}", style="bold red" if line.startswith("FALLBACK") else None)
     for line in state_lines(r):
         console.print(f"state: {escape(line)}")
     for line in activity_lines(r):

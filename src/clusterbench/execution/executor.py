@@ -293,6 +293,7 @@ def finish(store: Store, run: Started, proc: ProcessResult, timeout_s: float | N
             from clusterbench.launch import libtrace
 
             _check_blas(bench, libtrace.collect(workdir), outcome)
+            _blas_kernels(outcome, run.env)
         if observed:  # the nodes' state and activity: facts beside the benchmark's own
             outcome.facts |= observed.facts
         placed = placement.verdict(run.site, run.launch, workdir, run.env)
@@ -494,6 +495,23 @@ def _check_blas(bench: Benchmark, loaded: LoadedLibraries, outcome: Outcome) -> 
         got = loaded.blas_variants()
         if wanted not in got:
             outcome.invalidate(f"asked for BLAS {wanted} but the processes loaded {', '.join(got) or 'none'}")
+
+
+def _blas_kernels(outcome: Outcome, env: dict[str, str]) -> None:
+    """Which kernels each OpenBLAS the run loaded chose here (system/blas_kernel.py), with the run's own
+    OPENBLAS_CORETYPE if it set one (the user's is honoured and recorded): a generic fallback on a CPU the
+    library does not know is the likeliest reason for a low figure, and is said with its remedy."""
+    from clusterbench.system import blas_kernel
+
+    coretype = env.get("OPENBLAS_CORETYPE") or os.environ.get("OPENBLAS_CORETYPE") or None
+    kernels, seen = [], set()
+    for path in outcome.facts.get("blas_loaded_resolved") or []:
+        found = blas_kernel.judge(path, coretype) if "blas" in path.lower() else None
+        if found is not None and (found["core"], found["config"]) not in seen:  # libblas.so.3 of the same build
+            seen.add((found["core"], found["config"]))
+            kernels.append(found)
+    if kernels:
+        outcome.facts["blas_kernel"] = kernels[0] if len(kernels) == 1 else kernels
 
 
 def _stderr_tail(workdir: Path, lines: int = 3) -> str:
