@@ -16,7 +16,6 @@ from contextlib import contextmanager
 import pytest
 from tests.conftest import cli
 
-pytestmark = pytest.mark.quiet_machine
 FLAG = {"CLUSTERBENCH_DISTURBANCE": "flag"}
 
 
@@ -44,11 +43,16 @@ def dgemm(*more: str, env: dict | None = None) -> dict:
     return runs[0] if isinstance(runs, list) else runs
 
 
+@pytest.mark.quiet_machine
 def test_a_run_beside_a_busy_loop_is_flagged_and_the_same_run_alone_is_not():
+    """One test (a quiet one stops every other test while it runs): flagged beside the loop, recorded but not
+    flagged with `record`, a quiet check refused beside the loop; then alone: not flagged, the check passes."""
     with busy_loop():
         shared = dgemm(env=FLAG)
         recorded = dgemm(env={"CLUSTERBENCH_DISTURBANCE": "record"})
+        refused = cli("--quiet-check", "3s", "bench", "dgemm", "-p", "n=500")
     alone = dgemm(env=FLAG)
+    ran = cli("--quiet-check", "30s", "bench", "dgemm", "-p", "n=500")
     evidence = shared["facts"]["disturbed"]["evidence"]
     assert any("`yes`" in e and "went to pid" in e or "other processes took" in e for e in evidence), evidence
     node = next(iter(shared["facts"]["disturbance"]["nodes"].values()))
@@ -64,14 +68,13 @@ def test_a_run_beside_a_busy_loop_is_flagged_and_the_same_run_alone_is_not():
     assert "disturbed" in line and "disturbed" not in next(r for r in listing.splitlines() if alone["id"] in r)
     page = cli("results", shared["id"]).stdout
     assert "DISTURBED:" in page and "`yes`" in page or "other processes" in page, page[:2000]
-
-
-def test_quiet_check_refuses_a_busy_node_with_the_evidence_and_lets_a_quiet_one_run():
-    with busy_loop():
-        refused = cli("--quiet-check", "3s", "bench", "dgemm", "-p", "n=500")
+    # --quiet-check: refused beside the loop with what keeps the node busy (exit 1), runs alone
     assert refused.returncode == 1, refused.stdout + refused.stderr
     assert "not quiet" in refused.stderr and ("`yes`" in refused.stderr or "other processes" in refused.stderr)
     assert "Traceback" not in refused.stderr
-    ran = cli("--quiet-check", "30s", "bench", "dgemm", "-p", "n=500")
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    assert cli("--quiet-check", "soon", "bench", "dgemm").returncode == 2
+
+
+def test_a_quiet_check_limit_that_is_not_a_duration_is_refused():
+    out = cli("--quiet-check", "soon", "bench", "dgemm")
+    assert out.returncode == 2 and "--quiet-check" in out.stderr, out.stderr
