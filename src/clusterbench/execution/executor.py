@@ -505,8 +505,10 @@ def _blas_kernels(outcome: Outcome, env: dict[str, str]) -> None:
 
     coretype = env.get("OPENBLAS_CORETYPE") or os.environ.get("OPENBLAS_CORETYPE") or None
     kernels, seen = [], set()
-    for path in outcome.facts.get("blas_loaded_resolved") or []:
-        found = blas_kernel.judge(path, coretype) if "blas" in path.lower() else None
+    paths = [p for p in outcome.facts.get("blas_loaded_resolved") or [] if "blas" in p.lower()]
+    chosen = blas_kernel.openblas_cores(paths, coretype) if paths else {}
+    for path in paths:
+        found = blas_kernel.judge(path, coretype, chosen=chosen[path]) if chosen.get(path) else None
         if found is not None and (found["core"], found["config"]) not in seen:  # libblas.so.3 of the same build
             seen.add((found["core"], found["config"]))
             kernels.append(found)

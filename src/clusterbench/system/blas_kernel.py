@@ -33,14 +33,21 @@ WIDTH = {
 }
 PROBE_TIMEOUT_S = 20.0
 _PROBE = ("import ctypes, json, sys\n"
-          "lib = ctypes.CDLL(sys.argv[1])\n"
-          "out = {}\n"
-          "for name in ('openblas_get_corename', 'openblas_get_config'):\n"
-          "    f = getattr(lib, name, None)\n"
-          "    if f is not None:\n"
-          "        f.restype = ctypes.c_char_p\n"
-          "        out[name] = (f() or b'').decode('ascii', 'replace')[:300]\n"
-          "print(json.dumps(out))\n")
+          "found = {}\n"
+          "for path in sys.argv[1:]:\n"
+          "    out = found[path] = {}\n"
+          "    try:\n"
+          "        lib = ctypes.CDLL(path)\n"
+          "    except OSError:\n"
+          "        continue\n"
+          "    for name in ('openblas_get_corename', 'openblas_get_config'):\n"
+          "        f = getattr(lib, name, None)\n"
+          "        if f is not None:\n"
+          "            f.restype = ctypes.c_char_p\n"
+          "            out[name] = (f() or b'').decode('ascii', 'replace')[:300]\n"
+          "print(json.dumps(found))\n")
+CACHE_FILE = "blas-kernels.json"  # in clusterbench's cache folder: a library's choice per CPU and setting
+MAX_CACHE_ENTRIES = 256
 
 
 def cpu_flags(cpuinfo: str | None = None) -> tuple[str, set[str]]:
@@ -84,27 +91,81 @@ def _library_width(core: str) -> int | None:
     return None
 
 
-@functools.lru_cache(maxsize=64)
+def openblas_cores(libraries: list[str], coretype: str | None) -> dict[str, dict | None]:
+    """{library: {'core', 'config'} or None (not OpenBLAS, not loadable)} with OPENBLAS_CORETYPE=`coretype`
+    (None: unset). One child process loads those not known yet; the answers are kept on disk per
+    library file (path, size, time), CPU and setting, so a run pays the ~40 ms of that child once."""
+    cpu = _cpu_key()
+    keys = {lib: _key(lib, coretype, cpu) for lib in libraries}
+    cache = _read_cache()
+    missing = [lib for lib, key in keys.items() if key is not None and key not in cache]
+    if missing:
+        env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+        if coretype:
+            env["OPENBLAS_CORETYPE"] = coretype
+        env["OPENBLAS_NUM_THREADS"] = "1"
+        try:
+            out = subprocess.run([sys.executable, "-I", "-S", "-c", _PROBE, *missing], capture_output=True,
+                                 text=True, env=env, timeout=PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL)
+            found = json.loads(out.stdout) if out.returncode == 0 else {}
+        except (OSError, subprocess.SubprocessError, ValueError):
+            found = {}
+        for lib in missing:
+            answer = found.get(lib) if isinstance(found.get(lib), dict) else {}
+            core = answer.get("openblas_get_corename")
+            cache[keys[lib]] = {"core": core, "config": answer.get("openblas_get_config")} if core else None
+        _write_cache(cache)
+    return {lib: cache.get(key) if key is not None else None for lib, key in keys.items()}
+
+
 def openblas_core(library: str, coretype: str | None) -> dict | None:
-    """{'core', 'config'} of an OpenBLAS library loaded with OPENBLAS_CORETYPE=`coretype` (None: unset), or
-    None when it is not OpenBLAS or cannot be loaded (cached per library and setting)."""
-    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
-    if coretype:
-        env["OPENBLAS_CORETYPE"] = coretype
-    env["OPENBLAS_NUM_THREADS"] = "1"
+    return openblas_cores([library], coretype)[library]
+
+
+@functools.cache
+def _cpu_key() -> str:
+    vendor, flags = cpu_flags()
+    return f"{vendor}:{best_core(vendor, flags)}:{len(flags)}"
+
+
+def _key(library: str, coretype: str | None, cpu: str) -> str | None:
     try:
-        out = subprocess.run([sys.executable, "-I", "-S", "-c", _PROBE, library], capture_output=True, text=True,
-                             env=env, timeout=PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL)
-        found = json.loads(out.stdout) if out.returncode == 0 else {}
-    except (OSError, subprocess.SubprocessError, ValueError):
+        st = os.stat(library)
+    except OSError:
         return None
-    core = found.get("openblas_get_corename")
-    return {"core": core, "config": found.get("openblas_get_config")} if core else None
+    return f"{os.path.realpath(library)}|{st.st_size}|{int(st.st_mtime)}|{coretype or ''}|{cpu}"
 
 
-def judge(library: str, coretype: str | None, cpuinfo: str | None = None) -> dict | None:
-    """The run facts of one BLAS library: its chosen core, the CPU's best, the verdict and remedy."""
-    chosen = openblas_core(library, coretype)
+def _cache_path() -> Path:
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(root) / "clusterbench" / CACHE_FILE
+
+
+def _read_cache() -> dict:
+    try:
+        data = json.loads(_cache_path().read_text()[:1_000_000])
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_cache(cache: dict) -> None:
+    """Atomically; a cache that cannot be written costs the next run the child process, nothing else."""
+    path = _cache_path()
+    kept = dict(list(cache.items())[-MAX_CACHE_ENTRIES:])
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(kept))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def judge(library: str, coretype: str | None, cpuinfo: str | None = None, chosen: dict | None = None) -> dict | None:
+    """The run facts of one BLAS library: its chosen core, the CPU's best, the verdict and remedy
+    (`chosen`: openblas_cores' answer for it, when already asked)."""
+    chosen = chosen or openblas_core(library, coretype)
     if chosen is None:
         return None
     vendor, flags = cpu_flags(cpuinfo)
