@@ -19,6 +19,7 @@ import dataclasses
 import re
 import statistics
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from clusterbench.analysis.cluster_tags import PHASES, TAG_NODE, TAG_PAIR, TAG_PHASE, TAG_RUN
 from clusterbench.analysis.dataset import Dataset, load
@@ -27,6 +28,9 @@ from clusterbench.analysis.select import Selection, parse_term
 from clusterbench.bench import registry
 from clusterbench.bench.registry import Drawn
 from clusterbench.store.db import Store
+
+if TYPE_CHECKING:  # golden.py reads views: it imports this module, this one imports it when judging
+    from clusterbench.analysis.golden import Judgement
 
 
 @dataclass(frozen=True)
@@ -141,6 +145,7 @@ class ClusterView:
     hpl: dict | None = None  # {"run", "gflops", "n", "nb", "p", "q", "nodes", "ranks"} of the all-node HPL
     rpeak_gflops: float | None = None  # the per-node Rpeak times the nodes, when the system says it
     started_at: str | None = None
+    verdicts: Judgement | None = None  # against golden values (analysis/golden.py); None: not judged
 
     @property
     def node_flags(self) -> list[Flag]:
@@ -191,7 +196,8 @@ class ClusterView:
                          for r in self.rows],
                 "pairs": [{"a": c.a, "b": c.b, "values": c.values, "runs": c.runs, "flags": [flag(f) for f in c.flags]}
                           for c in self.pairs],
-                "slowest_node": self.slowest_node(), "slowest_link": self.slowest_link()}
+                "slowest_node": self.slowest_node(), "slowest_link": self.slowest_link(),
+                "verdicts": self.verdicts.to_dict() if self.verdicts else None}
 
 
 def _subject(item: NodeRow | PairCell) -> str:
@@ -237,14 +243,26 @@ def _nodes() -> tuple[Measure, ...]:
 
 
 def cluster_views(data: Dataset, rule: Rule = Rule()) -> list[ClusterView]:
-    return [cluster_view(data, run, rule) for run in cluster_runs(data)]
+    """Every cluster run of the selection, each judged against the golden values of the earlier
+    ones the selection holds (analysis/golden.py)."""
+    from clusterbench.analysis import golden
+
+    views = [cluster_view(data, run, rule) for run in cluster_runs(data)]
+    golden.judge_in(views, data)
+    return views
 
 
 def stored_view(store: Store, cluster_run: str, rule: Rule = Rule()) -> ClusterView:
-    """The verdicts of one stored cluster run, read back from its runs (what `run -w` prints)."""
+    """The verdicts of one stored cluster run, read back from its runs (what `run -w` prints): the
+    peers' flags, and each node's and link's verdict against the golden values that the earlier
+    cluster runs in the store set (analysis/golden.py)."""
+    from clusterbench.analysis import golden
+
     term = parse_term(f"tag:{TAG_RUN}={cluster_run}")
-    return cluster_view(load(store, Selection({}, f"cluster run {cluster_run}", (term,)), names=metrics()),
-                        cluster_run, rule)
+    data = load(store, Selection({}, f"cluster run {cluster_run}", (term,)), names=metrics())
+    view = cluster_view(data, cluster_run, rule)
+    golden.judge_stored(store, view, data)
+    return view
 
 
 def cluster_view(data: Dataset, cluster_run: str, rule: Rule = Rule()) -> ClusterView:
