@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import cli
 
 from clusterbench.analysis import golden
-from clusterbench.analysis.cluster import LATENCY, ClusterView, NodeRow, cluster_views, stored_view
+from clusterbench.analysis.cluster import LATENCY, ClusterView, NodeRow
 from clusterbench.analysis.dataset import load
 from clusterbench.analysis.outliers import Rule
 from clusterbench.analysis.select import Selection
@@ -78,7 +78,7 @@ def healthy_history(db: Path, count: int = 3) -> None:
 
 def view_of(db: Path, run: str) -> ClusterView:
     with Store(db, read_only=True) as store:
-        return stored_view(store, run)
+        return golden.judged_view(store, run)
 
 
 def states(view: ClusterView) -> dict[str, str]:
@@ -183,7 +183,7 @@ def test_a_report_judges_each_cluster_run_against_the_earlier_ones_it_holds(tmp_
     healthy_history(db)
     store_cluster_run(db, "busy", "2026-11-10T10:00:00.000+00:00", factor=0.6, seed=9)
     with Store(db, read_only=True) as store:
-        views = {v.run: v for v in cluster_views(load(store, Selection(), None))}
+        views = {v.run: v for v in golden.judged_views(load(store, Selection(), None))}
     assert states(views["busy"]) == {n: golden.SLOW for n in NODES}
     assert states(views["healthy-0"]) == {n: golden.CANNOT_TELL for n in NODES}
     from clusterbench.report import cluster as report_cluster

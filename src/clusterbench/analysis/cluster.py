@@ -11,6 +11,10 @@ Node flags come from comparing nodes on each per-node figure. Link flags come fr
 each pair among all pairs, and each node's links together (the median over the pairs it takes
 part in). The second finds a bad cable on a small cluster, where one node's links are most of all
 links (3 nodes: 2 of 3 pairs) and the pair-level median is itself a slow link.
+
+The peers cannot see a cluster whose nodes are all equally slow: each view also carries every
+node's and link's verdict against golden values, what earlier healthy cluster runs measured on the
+same hardware (analysis/golden.py; `verdicts`).
 """
 
 from __future__ import annotations
@@ -19,18 +23,15 @@ import dataclasses
 import re
 import statistics
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from clusterbench.analysis.cluster_tags import PHASES, TAG_NODE, TAG_PAIR, TAG_PHASE, TAG_RUN
 from clusterbench.analysis.dataset import Dataset, load
+from clusterbench.analysis.golden_verdicts import Judgement
 from clusterbench.analysis.outliers import Placement, Rule, place
 from clusterbench.analysis.select import Selection, parse_term
 from clusterbench.bench import registry
 from clusterbench.bench.registry import Drawn
 from clusterbench.store.db import Store
-
-if TYPE_CHECKING:  # golden.py reads views: it imports this module, this one imports it when judging
-    from clusterbench.analysis.golden import Judgement
 
 
 @dataclass(frozen=True)
@@ -243,26 +244,20 @@ def _nodes() -> tuple[Measure, ...]:
 
 
 def cluster_views(data: Dataset, rule: Rule = Rule()) -> list[ClusterView]:
-    """Every cluster run of the selection, each judged against the golden values of the earlier
-    ones the selection holds (analysis/golden.py)."""
-    from clusterbench.analysis import golden
-
-    views = [cluster_view(data, run, rule) for run in cluster_runs(data)]
-    golden.judge_in(views, data)
-    return views
+    """Every cluster run of the selection (not judged against golden values: golden.judged_views)."""
+    return [cluster_view(data, run, rule) for run in cluster_runs(data)]
 
 
 def stored_view(store: Store, cluster_run: str, rule: Rule = Rule()) -> ClusterView:
-    """The verdicts of one stored cluster run, read back from its runs (what `run -w` prints): the
-    peers' flags, and each node's and link's verdict against the golden values that the earlier
-    cluster runs in the store set (analysis/golden.py)."""
-    from clusterbench.analysis import golden
+    """The peers' verdicts of one stored cluster run, read back from its runs (golden.judged_view adds
+    the verdicts against golden values: what `run -w` prints)."""
+    return cluster_view(stored_data(store, cluster_run), cluster_run, rule)
 
+
+def stored_data(store: Store, cluster_run: str) -> Dataset:
+    """The runs of one stored cluster run and the metrics a view reads."""
     term = parse_term(f"tag:{TAG_RUN}={cluster_run}")
-    data = load(store, Selection({}, f"cluster run {cluster_run}", (term,)), names=metrics())
-    view = cluster_view(data, cluster_run, rule)
-    golden.judge_stored(store, view, data)
-    return view
+    return load(store, Selection({}, f"cluster run {cluster_run}", (term,)), names=metrics())
 
 
 def cluster_view(data: Dataset, cluster_run: str, rule: Rule = Rule()) -> ClusterView:

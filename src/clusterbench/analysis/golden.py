@@ -44,16 +44,34 @@ import shlex
 import sqlite3
 import statistics
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from clusterbench.analysis import cluster
-from clusterbench.analysis.cluster import IPERF, PAIR_MEASURES, ClusterView, Measure, cluster_view, metrics, natural
+from clusterbench.analysis.cluster import (
+    IPERF,
+    PAIR_MEASURES,
+    ClusterView,
+    Measure,
+    cluster_view,
+    cluster_views,
+    natural,
+    stored_data,
+)
 from clusterbench.analysis.cluster_tags import TAG_NODE, TAG_PAIR, TAG_PHASE, TAG_RUN
-from clusterbench.analysis.dataset import Dataset, load
+from clusterbench.analysis.dataset import Dataset
 from clusterbench.analysis.flags import NOT_COUNTED, run_flags
+from clusterbench.analysis.golden_verdicts import (
+    CANNOT_TELL,
+    FAILED,
+    PASS,
+    SLOW,
+    Expected,
+    Judgement,
+    SubjectVerdict,
+    Verdict,
+)
 from clusterbench.analysis.identity import run_identity
-from clusterbench.analysis.outliers import MAD_TO_SIGMA
-from clusterbench.analysis.select import Selection, parse_term
+from clusterbench.analysis.outliers import MAD_TO_SIGMA, Rule
 from clusterbench.store.db import Store
 
 TOLERANCE_Z = 3.5  # robust standard deviations of the healthy figures (as the outlier rule's cut)
@@ -64,32 +82,9 @@ MAX_REASON_CHARS = 120  # a drain command's reason
 MAX_NODE_NAME_CHARS = 255
 MAX_EVIDENCE_CHARS = 200
 
-PASS, SLOW, FAILED, CANNOT_TELL = "pass", "slow", "failed", "cannot tell"
-FAILING = (SLOW, FAILED)  # the verdicts that put a node on the drain list
-_SEVERITY = {PASS: 0, SLOW: 1, FAILED: 2}
 # Not part of a figure's configuration: which cluster run, node or pair it was, and the stored
 # system's host name (the hardware is compared by its own facts).
 _NOT_CONFIGURATION = ("system", f"tag:{TAG_RUN}", f"tag:{TAG_NODE}", f"tag:{TAG_PAIR}")
-
-
-@dataclass(frozen=True)
-class Expected:
-    """A golden value: the median of the healthy figures and the band around it."""
-
-    value: float
-    tolerance: float  # fraction of `value`
-    count: int  # healthy figures
-    runs: int  # earlier cluster runs they come from
-    since: str | None  # the oldest of their runs' start (UTC, ISO)
-    spread: float  # 1.4826 x MAD, in the measure's unit
-
-    def source(self) -> str:
-        since = f" since {self.since[:10]}" if self.since else ""
-        return f"median of {self.count} healthy figures from {self.runs} earlier cluster run(s){since}"
-
-    def to_dict(self) -> dict:
-        return {"value": self.value, "tolerance": round(self.tolerance, 4), "count": self.count, "runs": self.runs,
-                "since": self.since, "spread": self.spread, "source": self.source()}
 
 
 @dataclass(frozen=True)
@@ -108,102 +103,6 @@ class Figure:
     evidence: str | None = None  # why its run does not count (disturbed: the evidence)
     failure: str | None = None  # no valid value: what the runs said
 
-
-@dataclass(frozen=True)
-class Verdict:
-    """One figure against its golden value."""
-
-    subject: str
-    measure: str  # Measure.key
-    label: str
-    unit: str
-    state: str  # PASS, SLOW, FAILED, CANNOT_TELL
-    value: float | None
-    expected: Expected | None
-    worse_by: float | None  # fraction worse than expected (negative: better)
-    why: str
-    evidence: str | None = None  # its run's flags and disturbance (failed: what its runs said)
-    run: str | None = None
-
-    def to_dict(self) -> dict:
-        return {"subject": self.subject, "measure": self.measure, "state": self.state, "value": self.value,
-                "unit": self.unit, "worse_by": None if self.worse_by is None else round(self.worse_by, 4),
-                "expected": self.expected.to_dict() if self.expected else None, "why": self.why,
-                "evidence": self.evidence, "run": self.run}
-
-
-@dataclass
-class SubjectVerdict:
-    """A node's or link's verdict: the worst of its judged measures."""
-
-    subject: str
-    measures: list[Verdict] = field(default_factory=list)
-
-    @property
-    def state(self) -> str:
-        judged = [v for v in self.measures if v.state in _SEVERITY]
-        if not judged:
-            return CANNOT_TELL
-        return max((v.state for v in judged), key=_SEVERITY.__getitem__)
-
-    @property
-    def fails(self) -> bool:
-        return self.state in FAILING
-
-    def worst(self) -> Verdict | None:
-        """The measure that sets the verdict: the failed one, else the most worse than expected."""
-        judged = [v for v in self.measures if v.state == self.state]
-        if not judged:
-            return None
-        return max(judged, key=lambda v: v.worse_by if v.worse_by is not None else math.inf)
-
-    def summary(self) -> str:
-        """'slow: STREAM Triad 38% below 20.1 GB/s expected (...)', or why it cannot tell."""
-        worst = self.worst()
-        if worst is None:
-            return "no measure"
-        text = worst.why
-        unjudged = [v.measure for v in self.measures if v.state == CANNOT_TELL]
-        if unjudged and self.state != CANNOT_TELL:
-            text += f"; cannot tell: {', '.join(unjudged)}"
-        return text
-
-    def short(self) -> str:
-        """'DGEMM slow by 40% (89.8 vs 151 Gflop/s)', 'DGEMM failed (failed: exit code 1)': a drain reason."""
-        worst = self.worst()
-        if worst is None:
-            return self.state
-        if worst.state == FAILED:
-            return f"{worst.label} failed" + (f" ({worst.evidence})" if worst.evidence else "")
-        if worst.expected is None or worst.value is None or worst.worse_by is None:
-            return f"{worst.label} {worst.state}"
-        return (f"{worst.label} {worst.state} by {100 * worst.worse_by:.0f}% "
-                f"({worst.value:.3g} vs {worst.expected.value:.3g} {worst.unit})")
-
-    def to_dict(self) -> dict:
-        worst = self.worst()
-        return {"subject": self.subject, "state": self.state, "worst": worst.measure if worst else None,
-                "summary": self.summary(), "measures": [v.to_dict() for v in self.measures]}
-
-
-@dataclass
-class Judgement:
-    """Every node's and link's verdict in one cluster run, and how golden values were made."""
-
-    nodes: list[SubjectVerdict]
-    links: list[SubjectVerdict]
-    source: str  # where the golden values came from (the store, or a report's selection)
-
-    def failing_nodes(self) -> list[SubjectVerdict]:
-        return [v for v in self.nodes if v.fails]
-
-    def node(self, name: str) -> SubjectVerdict | None:
-        return next((v for v in self.nodes if v.subject == name), None)
-
-    def to_dict(self) -> dict:
-        return {"rule": describe(), "source": self.source, "nodes": [v.to_dict() for v in self.nodes],
-                "links": [v.to_dict() for v in self.links],
-                "failing_nodes": [v.subject for v in self.failing_nodes()]}
 
 
 def describe() -> str:
@@ -375,7 +274,22 @@ def judgement(figures: list[Figure], golden: dict[tuple[str, tuple], Expected], 
         by_subject.setdefault(f.subject, SubjectVerdict(f.subject)).measures.append(judge(f, golden))
     nodes = [by_subject[r.node] for r in view.rows if r.node in by_subject]
     links = [by_subject[s] for s in (f"{c.a}-{c.b}" for c in view.pairs) if s in by_subject]
-    return Judgement(nodes, links, source)
+    return Judgement(nodes, links, source, describe())
+
+
+def judged_views(data: Dataset, rule: Rule = Rule()) -> list[ClusterView]:
+    """cluster.cluster_views, each judged against the earlier cluster runs the selection holds (a report)."""
+    views = cluster_views(data, rule)
+    judge_in(views, data)
+    return views
+
+
+def judged_view(store: Store, cluster_run: str, rule: Rule = Rule()) -> ClusterView:
+    """cluster.stored_view, judged against the earlier cluster runs of the whole store (`run -w`)."""
+    data = stored_data(store, cluster_run)
+    view = cluster_view(data, cluster_run, rule)
+    judge_stored(store, view, data)
+    return view
 
 
 def judge_in(views: list[ClusterView], data: Dataset) -> None:
@@ -397,11 +311,9 @@ def judge_stored(store: Store, view: ClusterView, data: Dataset) -> None:
         view.verdicts = judgement(view_figures(view, data), {}, view, f"the store's earlier runs unreadable: {exc}")
         return
     earlier: list[Figure] = []
-    if earlier_ids:
-        terms = tuple(parse_term(f"tag:{TAG_RUN}={run}") for run in earlier_ids)
-        before = load(store, Selection({}, "earlier cluster runs", terms), names=metrics())
-        for run in earlier_ids:
-            earlier += view_figures(cluster_view(before, run, view.rule), before)
+    for run in earlier_ids:  # one at a time: a view groups every row of its dataset, so one load of all is quadratic
+        before = stored_data(store, run)
+        earlier += view_figures(cluster_view(before, run, view.rule), before)
     view.verdicts = judgement(view_figures(view, data), learn(earlier), view,
                               f"{len(earlier_ids)} earlier cluster run(s) in the store")
 

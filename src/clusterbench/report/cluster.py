@@ -73,7 +73,7 @@ class MarkedTable(Table):
 def section(data: Dataset, options) -> Section | None:
     if not any(run["tags"].get(cluster.TAG_RUN) for run in data.runs.values()):
         return None
-    views = [v for v in cluster.cluster_views(data) if v.nodes or v.pairs or v.hpl]
+    views = [v for v in golden.judged_views(data) if v.nodes or v.pairs or v.hpl]
     if not views:
         return None
     out = Section("cluster", "Cluster", [

@@ -18,8 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
-from clusterbench.analysis.cluster import ClusterView, stored_view
-from clusterbench.analysis.golden import drain_list
+from clusterbench.analysis.cluster import ClusterView
+from clusterbench.analysis.golden import drain_list, judged_view
 from clusterbench.analysis.outliers import Rule
 from clusterbench.bench.registry import benchmark_class
 from clusterbench.cluster.preflight import Preflight, check_cluster
@@ -144,7 +144,7 @@ def run_cluster_job(store: Store, inv: Inventory, options: ClusterJobOptions,
         return ClusterJob(preflight, plan)
     with events.runs(plan) as reporter:
         result = run_cluster(store, plan, reporter, options.rule)
-    job = ClusterJob(preflight, plan, result, stored_view(store, result.cluster_run, options.rule))
+    job = ClusterJob(preflight, plan, result, judged_view(store, result.cluster_run, options.rule))
     if options.drain_list is not None:
         job.drain_list = write_drain_list(options.drain_list, job.view)
     return job
