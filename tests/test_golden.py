@@ -246,8 +246,9 @@ def _judged_view(nodes: list[str], states_of: dict[str, str]) -> ClusterView:
     def verdict(node):
         state = states_of[node]
         worse = 0.4 if state == golden.SLOW else None
-        return golden.SubjectVerdict(node, [golden.Verdict(node, "dgemm", "DGEMM", "Gflop/s", state, 90.0, None,
-                                                           worse, f"{state}: DGEMM 40% below \"expected\" $(x)")])
+        label = 'DGEMM "x" $(touch /tmp/pwned) `id` \'q\'' + " long" * 40  # hostile and too long
+        return golden.SubjectVerdict(node, [golden.Verdict(node, "dgemm", label, "Gflop/s", state, 90.0, None,
+                                                           worse, f"{state}: {label}")])
 
     view.verdicts = golden.Judgement([verdict(n) for n in nodes], [], "test")
     return view
@@ -267,8 +268,8 @@ def test_the_drain_list_quotes_hostile_names_and_names_only_failing_nodes():
     for line, node in zip(commands, named, strict=True):
         words = shlex.split(line)  # what a shell would pass to scontrol: the name and reason as one word each
         assert words[:4] == ["scontrol", "update", f"nodename={node}", "state=drain"]
-        assert len(words) == 5 and words[4].startswith("reason=clusterbench 20261110-100000-abcdef: ")
-        assert len(words[4]) <= len("reason=") + golden.MAX_REASON_CHARS
+        assert len(words) == 5 and words[4].startswith("reason=clusterbench 20261110-100000-abcdef: DGEMM \"x\" $(")
+        assert len(words[4]) <= len("reason=") + golden.MAX_REASON_CHARS and words[4].endswith("...")
     assert any(line.startswith("# left out:") and "evil\\nnode" in line for line in lines)
     assert "node2" not in text and "node3" not in text.replace("#", "")
 

@@ -34,6 +34,11 @@ Verdicts per figure: `pass` (within the tolerance on the bad side, or better tha
 none gave a valid value), `cannot tell`. A node's verdict is the worst of its measures that could
 be judged (failed, then slow, then pass); `cannot tell` only when none could. A disturbed run is
 judged like any other (a busy node does fail) and its evidence is shown; it only never teaches.
+
+`judged_view` (what `run -w` prints) learns from the whole store; `judged_views` (the report) from
+the earlier cluster runs its selection holds. `drain_list` writes the Slurm commands that drain the
+failing nodes (`run -w --drain-list FILE`); clusterbench never runs them. The verdicts are worked out
+again whenever a view is made, never stored, as the peers' flags are.
 """
 
 from __future__ import annotations
@@ -104,7 +109,6 @@ class Figure:
     failure: str | None = None  # no valid value: what the runs said
 
 
-
 def describe() -> str:
     return (f"expected = median of at least {MIN_HEALTHY} healthy earlier figures on the same hardware and "
             f"configuration; slow when worse by more than max({TOLERANCE_Z:g} x 1.4826 x MAD, "
@@ -157,7 +161,7 @@ def _evidence_text(disturbed) -> str:
 
 def _failure(runs: list[dict]) -> str:
     last = runs[-1]
-    return f"{last.get('status')}" + (f": {last['reason']}" if last.get("reason") else "")
+    return (f"{last.get('status')}" + (f": {last['reason']}" if last.get("reason") else ""))[:MAX_EVIDENCE_CHARS]
 
 
 def view_figures(view: ClusterView, data: Dataset) -> list[Figure]:
