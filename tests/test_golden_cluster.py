@@ -80,7 +80,8 @@ def test_a_busy_loop_on_every_node_fails_every_node_against_golden_values_and_dr
     assert set(found) == set(NODES)
     assert all(found[n] in ("slow", "failed") for n in NODES), figures(summary)
     judged = [m for v in summary["verdicts"]["nodes"] for m in v["measures"] if m["state"] == "slow"]
-    assert all(m["expected"]["count"] >= 3 and m["expected"]["runs"] >= 1 for m in judged), judged
+    # judged against the healthy runs only: the busy run never sets its own golden values
+    assert judged and all(m["expected"]["runs"] <= HEALTHY_RUNS for m in judged), judged
     flagged = {f["subject"] for r in summary["rows"] for f in r["flags"]}
     assert flagged != set(NODES), flagged  # the peers' rule cannot see a cluster that is slow everywhere
     assert summary["drain_list"]["nodes"] == NODES and summary["drain_list"]["error"] is None
