@@ -11,6 +11,10 @@ Node flags come from comparing nodes on each per-node figure. Link flags come fr
 each pair among all pairs, and each node's links together (the median over the pairs it takes
 part in). The second finds a bad cable on a small cluster, where one node's links are most of all
 links (3 nodes: 2 of 3 pairs) and the pair-level median is itself a slow link.
+
+The peers cannot see a cluster whose nodes are all equally slow: each view also carries every
+node's and link's verdict against golden values, what earlier healthy cluster runs measured on the
+same hardware (analysis/golden.py; `verdicts`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from dataclasses import dataclass, field
 
 from clusterbench.analysis.cluster_tags import PHASES, TAG_NODE, TAG_PAIR, TAG_PHASE, TAG_RUN
 from clusterbench.analysis.dataset import Dataset, load
+from clusterbench.analysis.golden_verdicts import Judgement
 from clusterbench.analysis.outliers import Placement, Rule, place
 from clusterbench.analysis.select import Selection, parse_term
 from clusterbench.bench import registry
@@ -141,6 +146,7 @@ class ClusterView:
     hpl: dict | None = None  # {"run", "gflops", "n", "nb", "p", "q", "nodes", "ranks"} of the all-node HPL
     rpeak_gflops: float | None = None  # the per-node Rpeak times the nodes, when the system says it
     started_at: str | None = None
+    verdicts: Judgement | None = None  # against golden values (analysis/golden.py); None: not judged
 
     @property
     def node_flags(self) -> list[Flag]:
@@ -191,7 +197,8 @@ class ClusterView:
                          for r in self.rows],
                 "pairs": [{"a": c.a, "b": c.b, "values": c.values, "runs": c.runs, "flags": [flag(f) for f in c.flags]}
                           for c in self.pairs],
-                "slowest_node": self.slowest_node(), "slowest_link": self.slowest_link()}
+                "slowest_node": self.slowest_node(), "slowest_link": self.slowest_link(),
+                "verdicts": self.verdicts.to_dict() if self.verdicts else None}
 
 
 def _subject(item: NodeRow | PairCell) -> str:
@@ -237,14 +244,20 @@ def _nodes() -> tuple[Measure, ...]:
 
 
 def cluster_views(data: Dataset, rule: Rule = Rule()) -> list[ClusterView]:
+    """Every cluster run of the selection (not judged against golden values: golden.judged_views)."""
     return [cluster_view(data, run, rule) for run in cluster_runs(data)]
 
 
 def stored_view(store: Store, cluster_run: str, rule: Rule = Rule()) -> ClusterView:
-    """The verdicts of one stored cluster run, read back from its runs (what `run -w` prints)."""
+    """The peers' verdicts of one stored cluster run, read back from its runs (golden.judged_view adds
+    the verdicts against golden values: what `run -w` prints)."""
+    return cluster_view(stored_data(store, cluster_run), cluster_run, rule)
+
+
+def stored_data(store: Store, cluster_run: str) -> Dataset:
+    """The runs of one stored cluster run and the metrics a view reads."""
     term = parse_term(f"tag:{TAG_RUN}={cluster_run}")
-    return cluster_view(load(store, Selection({}, f"cluster run {cluster_run}", (term,)), names=metrics()),
-                        cluster_run, rule)
+    return load(store, Selection({}, f"cluster run {cluster_run}", (term,)), names=metrics())
 
 
 def cluster_view(data: Dataset, cluster_run: str, rule: Rule = Rule()) -> ClusterView:

@@ -7,39 +7,77 @@ nodes are given or the command runs inside a multi-node allocation.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from clusterbench.cli.app import console, err_console, open_store
+from clusterbench.errors import UserInputError
+
+MAX_VERDICT_ROWS = 64  # nodes listed in the verdict table; beyond, the failing ones first, then a count
+MAX_LINK_ROWS = 16  # failing links listed
 
 
 def run_on_cluster(inv, budget_s: float, *, interconnect: str, mpi: str | None, hpl: bool, xhpl: str | None,
                    iperf: bool, rule, force: bool, dry_run: bool, as_json: bool, stage: bool = False,
-                   pairs: bool = True) -> None:
+                   pairs: bool = True, drain_list: Path | None = None) -> None:
     """Parse done (run_cmd.py): one call to the job (suite/cluster_job.py), then print its result."""
     from clusterbench.suite.cluster_job import ClusterJobOptions, run_cluster_job
 
+    if drain_list is not None:
+        check_drain_list(drain_list)
     options = ClusterJobOptions(budget_s, interconnect=interconnect, mpi=mpi, hpl=hpl, xhpl=xhpl, iperf=iperf,
-                                rule=rule, force=force, dry_run=dry_run, stage=stage, pairs=pairs)
+                                rule=rule, force=force, dry_run=dry_run, stage=stage, pairs=pairs,
+                                drain_list=None if dry_run else drain_list)
     with open_store() as store:
         job = run_cluster_job(store, inv, options, _Shown(as_json))
     if dry_run:
         if as_json:
             print(json.dumps(job.plan.to_dict(), indent=2, default=str))
+        elif drain_list is not None:
+            console.print(f"--drain-list: nothing written to {escape(str(drain_list))} (a dry run judges nothing)")
         return
-    result, view = job.result, job.view
+    result, view, drained = job.result, job.view, job.drain_list
     summary = view.to_dict() | {"plan": job.plan.to_dict(), "database": str(store.path),
                                 "rechecked": result.rechecked,
                                 "runs": [{"id": r.id, "status": r.status, "valid": r.valid,
                                           "reason": r.reason} for r in result.results]}
+    if drained is not None:
+        summary["drain_list"] = {"path": str(drained.path), "nodes": drained.nodes, "error": drained.error}
     if as_json:
         print(json.dumps(summary, indent=2, default=str))
     else:
         print_cluster(view, summary)
+        if drained is not None:
+            print_drain_list(drained)
+    if drained is not None and drained.error:
+        err_console.print(f"[red]error:[/] the drain list could not be written: {escape(drained.error)}")
+        raise typer.Exit(1)
     if not any(r.valid for r in result.results):
         raise typer.Exit(1)
+
+
+def check_drain_list(path: Path) -> None:
+    """Refuse a drain list that cannot be written before the cluster runs, not after (exit 2)."""
+    if path.is_dir():
+        raise UserInputError(f"--drain-list {path}: is a directory", hint="name a file, e.g. --drain-list drain.sh")
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise UserInputError(f"--drain-list {path}: the folder {folder} does not exist",
+                             hint="create it first, or name a file in an existing folder")
+
+
+def print_drain_list(drained) -> None:
+    if drained.error:
+        return
+    if drained.nodes:
+        console.print(f"[bold]Drain list[/]: {len(drained.nodes)} node(s) in {escape(str(drained.path))} "
+                      f"({escape(_some(drained.nodes))}); not run: review it, then run it yourself")
+    else:
+        console.print(f"[bold]Drain list[/]: no node failed its verdict; {escape(str(drained.path))} holds the "
+                      "header only")
 
 
 class _Shown:
@@ -151,6 +189,69 @@ def print_cluster(view, summary: dict) -> None:
     if summary.get("rechecked"):
         console.print("Measured again before the verdict (the best of all passes counts): "
                       + escape(", ".join(summary["rechecked"])))
+    if view.verdicts is not None:
+        console.print(verdict_table(view.verdicts))
+        failing_links = [v for v in view.verdicts.links if v.fails]
+        if failing_links:
+            console.print(_link_verdicts(failing_links))
+
+
+def _some(names: list[str], limit: int = 8) -> str:
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+VERDICT_STYLE = {"pass": "green", "slow": "red", "failed": "red", "cannot tell": "yellow"}
+
+
+def _verdict_word(subject) -> str:
+    worst = subject.worst()
+    word = subject.state
+    if word == "slow" and worst is not None and worst.worse_by is not None:
+        word = f"slow by {100 * worst.worse_by:.0f}%"
+    return f"[{VERDICT_STYLE.get(subject.state, 'default')}]{escape(word)}[/]"
+
+
+def _worst_text(subject) -> str:
+    """The measure behind the verdict, with its value and the expected one; why when it cannot tell."""
+    worst = subject.worst()
+    if worst is None:
+        return ""
+    if worst.expected is None or worst.value is None:
+        return escape(worst.why)
+    exp = worst.expected
+    text = (f"{worst.label} {_fmt(worst.value)} {worst.unit}, expected {_fmt(exp.value)} "
+            f"(±{100 * exp.tolerance:.0f}%, {exp.count} figures)")
+    if worst.evidence:
+        text += f"; {worst.evidence}"
+    return escape(text)
+
+
+def verdict_table(judgement) -> Table:
+    """One row per node: its verdict against golden values and the measure that sets it (80 columns)."""
+    table = Table(title="verdicts against golden values (earlier healthy runs, same hardware)",
+                  title_justify="left", caption=escape(f"golden values: {judgement.source}"), caption_justify="left")
+    table.add_column("node", overflow="fold", max_width=16)
+    table.add_column("verdict", no_wrap=True)
+    table.add_column("worst measure", overflow="fold")
+    nodes = sorted(judgement.nodes, key=lambda v: not v.fails)[:MAX_VERDICT_ROWS]
+    shown = {id(v) for v in nodes}
+    for subject in (v for v in judgement.nodes if id(v) in shown):
+        table.add_row(escape(subject.subject), _verdict_word(subject), _worst_text(subject))
+    if len(judgement.nodes) > len(nodes):
+        table.add_row("...", "", f"{len(judgement.nodes) - len(nodes)} more node(s): see --json or the report")
+    return table
+
+
+def _link_verdicts(failing) -> Table:
+    table = Table(title=f"links failing their verdict ({len(failing)})", title_justify="left")
+    table.add_column("pair", overflow="fold", max_width=24)
+    table.add_column("verdict", no_wrap=True)
+    table.add_column("worst measure", overflow="fold")
+    for subject in failing[:MAX_LINK_ROWS]:
+        table.add_row(escape(subject.subject), _verdict_word(subject), _worst_text(subject))
+    if len(failing) > MAX_LINK_ROWS:
+        table.add_row("...", "", f"{len(failing) - MAX_LINK_ROWS} more: see --json or the report")
+    return table
 
 
 def _flag_table(title: str, first: str, measures, items) -> Table:

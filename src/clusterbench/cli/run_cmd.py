@@ -2,6 +2,7 @@
 
 import json
 from contextlib import nullcontext
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -69,6 +70,10 @@ def run(
         "--stage", help="Cluster runs: copy what the nodes cannot see (probe, kernels, binaries on a node-local "
                         "path) to a node-local folder on each node and run the copies (also CLUSTERBENCH_STAGE=1).")]
         = False,
+    drain_list: Annotated[Path | None, typer.Option(
+        "--drain-list", help="Cluster runs: write to FILE the Slurm commands that drain the nodes failing their "
+                             "verdict against golden values (scontrol update ... state=drain); never run.",
+        metavar="FILE", show_default=False)] = None,
 ) -> None:
     """Discover this machine, run HPCC sized to the budget, store everything, summarise.
 
@@ -92,13 +97,13 @@ def run(
         run_on_cluster(inv, parse_duration(budget, "--budget"), interconnect=interconnect,
                        mpi=mpi.value if mpi else None, hpl=hpl, xhpl=xhpl, iperf=iperf,
                        rule=Rule(z=outlier_z, min_deviation=outlier_deviation), force=force, dry_run=dry_run,
-                       as_json=as_json, stage=stage, pairs=pairs)
+                       as_json=as_json, stage=stage, pairs=pairs, drain_list=drain_list)
         return
     from clusterbench.suite.machine_job import MachineJobOptions, run_machine_job
 
     budget_s = parse_duration(budget, "--budget")
     for given, flag in ((iperf, "--iperf"), (force, "--force"), (interconnect != "auto", "--interconnect"),
-                        (not pairs, "--no-pairs")):
+                        (not pairs, "--no-pairs"), (drain_list is not None, "--drain-list")):
         if given:
             raise UserInputError(f"{flag} applies to cluster runs", hint="name the nodes with -w node[1-4]")
     positive(n, "--n")

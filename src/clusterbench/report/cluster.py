@@ -12,7 +12,10 @@ For each cluster run in the selection:
 - one small bar chart per node measure (STREAM Triad, DGEMM, one-node HPL, FMA clock): the median
   as a line, the band the rule never flags shaded, flagged nodes' bars in vermillion;
 - the node table (every figure with its unit, its links' medians, the flags and why, the runs)
-  and the links table (every pair, flagged ones first).
+  and the links table (every pair, flagged ones first);
+- the verdicts table: each node's and failing link's verdict against golden values (analysis/golden.py:
+  what the earlier healthy cluster runs of the same hardware in the selection measured), which
+  catches a cluster whose nodes are all equally slow, where the peers' rule sees nothing.
 
 The verdicts are worked out from the stored figures (analysis/outliers.py), never stored. Heat
 maps and bars are Pictures (an SVG drawn here with the figures' style, and the CSV of what it
@@ -29,7 +32,7 @@ import io
 import math
 import statistics
 
-from clusterbench.analysis import cluster
+from clusterbench.analysis import cluster, golden
 from clusterbench.analysis.cluster import (
     IPERF,
     PAIR_MEASURES,
@@ -49,6 +52,7 @@ MAX_TICKS = 64  # node names on a heat map's axis; beyond, every k-th name
 MAX_ALL_BARS = 64  # nodes: every node's bar up to this many, else the MAX_BARS worst
 MAX_BARS = 32
 MAX_OUTLINES = 256  # flagged pairs outlined in a heat map
+MAX_VERDICT_LINKS = 256  # links that are not a pass listed in the verdicts table
 GOOD, BAD = OKABE_ITO[0], OKABE_ITO[3]  # blue bars; vermillion for flagged ones
 OUTLINE = "#0072B2"  # flagged pairs' outline: blue on the yellow-to-red scale
 MISSING = "#eeeeee"  # the diagonal and pairs without a figure
@@ -69,7 +73,7 @@ class MarkedTable(Table):
 def section(data: Dataset, options) -> Section | None:
     if not any(run["tags"].get(cluster.TAG_RUN) for run in data.runs.values()):
         return None
-    views = [v for v in cluster.cluster_views(data) if v.nodes or v.pairs or v.hpl]
+    views = [v for v in golden.judged_views(data) if v.nodes or v.pairs or v.hpl]
     if not views:
         return None
     out = Section("cluster", "Cluster", [
@@ -79,7 +83,11 @@ def section(data: Dataset, options) -> Section | None:
         "on the bad side: "
         f"{views[0].rule.describe()}. A node's links are also judged together (the median over the pairs it takes "
         "part in), which finds a bad cable or NIC on a small cluster where one node's links are most of all links. "
-        "Flagged nodes' rows are marked in the node table; flagged pairs are outlined in the heat maps."])
+        "Flagged nodes' rows are marked in the node table; flagged pairs are outlined in the heat maps. "
+        "Each node and link is also judged against golden values, the figures of earlier healthy cluster runs "
+        "on the same hardware and configuration held by this report's selection (runs that count, not flagged "
+        "in their own run): " + golden.describe() + ". A node fails when it is slow or its run failed; with "
+        f"fewer than {golden.MIN_HEALTHY} healthy figures the verdict is 'cannot tell'."])
     for i, view in enumerate(views):
         prefix = f"cluster-{i + 1}" if len(views) > 1 else "cluster"
         title = f"Cluster run {view.run}: " if len(views) > 1 else ""
@@ -90,6 +98,8 @@ def section(data: Dataset, options) -> Section | None:
 def _add_view(out: Section, view: ClusterView, prefix: str, title: str) -> None:
     out.paragraphs.append(_verdict(view, title))
     out.tables.append(_summary(view, f"{prefix}-summary", title))
+    if view.verdicts is not None and (view.verdicts.nodes or view.verdicts.links):
+        out.tables.append(verdict_table(view, f"{prefix}-verdicts", f"{title}Verdicts against golden values"))
     nodes = _all_nodes(view)
     for m in (*PAIR_MEASURES, IPERF):
         if any(c.values.get(m.key) is not None for c in view.pairs):
@@ -215,6 +225,32 @@ def link_table(view: ClusterView, slug: str, title: str) -> MarkedTable:
                        ["node", "node", *[f"{m.label} ({m.unit})" for m in measures], "flags", "runs"], rows,
                        note="One row per measured pair, flagged ones first. Each pair is compared with all pairs.",
                        flagged=flagged)
+
+
+def verdict_table(view: ClusterView, slug: str, title: str) -> MarkedTable:
+    """One row per node (then per link that is not a pass): its verdict, the measure that sets it, its
+    value, the expected value and tolerance, and where the golden value comes from."""
+    judged = view.verdicts
+    links = [v for v in judged.links if v.state != golden.PASS][:MAX_VERDICT_LINKS]
+    rows, flagged = [], set()
+    for i, subject in enumerate([*judged.nodes, *links]):
+        worst = subject.worst()
+        exp = worst.expected if worst else None
+        if subject.fails:
+            flagged.add(i)
+        rows.append([subject.subject, subject.state, worst.label if worst else None,
+                     worst.value if worst else None, exp.value if exp else None,
+                     None if not worst or worst.worse_by is None else 100 * worst.worse_by,
+                     100 * exp.tolerance if exp else None, worst.unit if worst else None,
+                     subject.summary(), exp.source() if exp else None, worst.evidence if worst else None])
+    failing = len(judged.failing_nodes())
+    return MarkedTable(slug, f"{title} ({failing} of {len(judged.nodes)} nodes fail)",
+                       ["node or link", "verdict", "worst measure", "value", "expected", "worse by (%)",
+                        "tolerance (%)", "unit", "why", "golden value from", "evidence"], rows,
+                       note=f"Golden values from {judged.source}. A node's verdict is the worst of its measures "
+                            "that could be judged (failed, slow, pass); 'cannot tell' when none could. Links are "
+                            f"listed when not a pass (at most {MAX_VERDICT_LINKS}). A disturbed run is judged, its "
+                            "evidence shown; it never sets a golden value.", flagged=flagged)
 
 
 # ---------------------------------------------------------------- drawing

@@ -10,11 +10,16 @@ without HPL when xhpl cannot be built) is decided here.
 
 from __future__ import annotations
 
+import os
+import tempfile
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Protocol
 
-from clusterbench.analysis.cluster import ClusterView, stored_view
+from clusterbench.analysis.cluster import ClusterView
+from clusterbench.analysis.golden import drain_list, judged_view
 from clusterbench.analysis.outliers import Rule
 from clusterbench.bench.registry import benchmark_class
 from clusterbench.cluster.preflight import Preflight, check_cluster
@@ -42,6 +47,7 @@ class ClusterJobOptions:
     dry_run: bool = False  # plan only
     stage: bool = False  # copy what the nodes cannot see to each node first (cluster/staging.py)
     pairs: bool = True
+    drain_list: Path | None = None  # write the Slurm drain commands for the failing nodes here (never run)
 
 
 class ClusterJobEvents(Protocol):
@@ -86,6 +92,16 @@ class ClusterJob:
     plan: ClusterPlan
     result: ClusterResult | None = None
     view: ClusterView | None = None
+    drain_list: DrainList | None = None  # what --drain-list wrote
+
+
+@dataclass
+class DrainList:
+    """The drain list written (or not: `error`), and the nodes it names."""
+
+    path: Path
+    nodes: list[str]
+    error: str | None = None
 
 
 class PreflightFailed(EnvironmentProblem):
@@ -128,7 +144,32 @@ def run_cluster_job(store: Store, inv: Inventory, options: ClusterJobOptions,
         return ClusterJob(preflight, plan)
     with events.runs(plan) as reporter:
         result = run_cluster(store, plan, reporter, options.rule)
-    return ClusterJob(preflight, plan, result, stored_view(store, result.cluster_run, options.rule))
+    job = ClusterJob(preflight, plan, result, judged_view(store, result.cluster_run, options.rule))
+    if options.drain_list is not None:
+        job.drain_list = write_drain_list(options.drain_list, job.view)
+    return job
+
+
+def write_drain_list(path: Path, view: ClusterView) -> DrainList:
+    """The drain list (analysis/golden.drain_list) written to `path` atomically: a temporary file beside
+    it, then renamed over it, so a reader never sees half a list. Never executed, never made executable.
+    A failure to write is returned, not raised: the cluster run is stored and its verdicts are printed."""
+    text, nodes = drain_list(view, datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"))
+    path = Path(path)
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as exc:
+        return DrainList(path, [], f"{path}: {exc.strerror or exc}")
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+    return DrainList(path, nodes)
 
 
 def _xhpl(options: ClusterJobOptions, events: ClusterJobEvents) -> str | None:
