@@ -258,7 +258,8 @@ def interruptible() -> None:
 # Without xdist (`pytest tests/...`) nothing changes. `-m "not serial"` runs the pure-Python part alone.
 
 CLUSTER_MODULES = frozenset({
-    "test_batch_launchers", "test_cluster_run", "test_disturbance_vc", "test_golden_cluster", "test_preflight_paths", "test_preflight_shared",
+    "test_batch_launchers", "test_cluster_run", "test_disturbance_vc", "test_golden_cluster", "test_preflight_paths",
+    "test_preflight_shared",
     "test_settings", "test_system_state_vc", "test_vc_accounting", "test_vc_link", "test_virtual_cluster",
 })
 LOCAL_MODULES = frozenset({
