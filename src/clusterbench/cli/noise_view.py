@@ -57,7 +57,7 @@ def show_floors(selection: list[str] | None, metric: str | None, as_json: bool) 
     console.print(table)
     if len(floors) > len(shown):
         console.print(f"{len(floors) - len(shown)} more floors not shown (--json lists them all)")
-    console.print("compare and history call a change no larger than its floor noise (docs/history.md)", highlight=False)
+    console.print("compare and history: a change within its floor is noise (docs/history.md)", highlight=False)
 
 
 def _varying(floors) -> dict[str, list[str]]:
