@@ -45,7 +45,7 @@ from clusterbench.store.db import Store
 
 MIN_REPEATS = 3
 MAD_TO_SD = 1.4826  # MAD x this estimates a normal sample's standard deviation
-UNKNOWN_NOTE = "no noise floor known for these configurations (learned from 3+ counted repeats: history --noise)"
+UNKNOWN_NOTE = "no noise floor known (history --noise learns them from 3+ repeats)"
 
 
 @dataclass

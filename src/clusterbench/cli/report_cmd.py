@@ -190,8 +190,8 @@ def _noise_lines(result) -> list[str]:
     lines = []
     within = result.summary.within_noise
     if within:
-        lines.append(f"  {within} pair{'s' if within != 1 else ''} significant by the test but within the noise "
-                     "floor: not counted as changes")
+        lines.append(f"  {within} pair{'s' if within != 1 else ''} significant but within the noise floor: "
+                     "not counted")
     if result.noise_note:
         lines.append(f"  {result.noise_note}")
     return lines
