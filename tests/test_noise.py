@@ -13,14 +13,17 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from tests.conftest import cli, query
 
 from clusterbench.analysis import noise
+from clusterbench.analysis.flags import counts
 from clusterbench.analysis.history import Group, Value, change_verdict, judge
-from clusterbench.bench.metrics import Metric
-from clusterbench.campaign.precision import AutoRepeats, decide, relative_half_width
+from clusterbench.bench.metrics import Metric, Outcome
+from clusterbench.campaign.precision import AutoRepeats, decide, relative_half_width, sampler, until_precise
+from clusterbench.execution.executor import RunResult
 from clusterbench.store.db import Store
 from clusterbench.store.records import RunRecord
 
@@ -113,13 +116,24 @@ def test_no_floor_without_three_counted_repeats(isolated_db):
 # ---------------------------------------------------------------- compare held to the floor
 
 
-def _stored(db, side: str, values: list[float], tags: dict | None = None) -> None:
+def _stored(db, side: str, values: list[float], tags: dict | None = None, facts: dict | None = None) -> None:
     with Store(db) as store:
         for i, value in enumerate(values):
             run_id = f"{side}-{i:03d}"
             store.begin_run(RunRecord(run_id, "stream", params={"n": 100000, "threads": 1},
                                       tags={"variant": side} | (tags or {})))
-            store.finish_run(run_id, "ok", True, None, 0, 1.0, [Metric("stream_triad", value, "MB/s")])
+            store.finish_run(run_id, "ok", True, None, 0, 1.0, [Metric("stream_triad", value, "MB/s")],
+                             facts=facts)
+
+
+def test_a_disturbed_run_never_makes_a_floor(isolated_db):
+    _stored(isolated_db, "a", [100.0, 101.0, 99.0])
+    _stored(isolated_db, "d", [10.0, 200.0, 50.0], tags={"variant": "a"}, facts={"disturbed": {"steal_pct": 40}})
+    assert cli("history", "--noise").returncode == 0
+    rows = query(isolated_db, "SELECT n, runs, floor FROM noise_floors")
+    assert len(rows) == 1 and rows[0]["n"] == 3
+    assert set(json.loads(rows[0]["runs"])) == {"a-000", "a-001", "a-002"}
+    assert rows[0]["floor"] == pytest.approx(0.014826)
 
 
 def test_compare_calls_a_difference_within_the_floor_noise(isolated_db):
@@ -187,6 +201,20 @@ def test_bad_repeats_are_refused(isolated_db, args, words):
     assert out.returncode == 2 and "error" in out.stderr and words in out.stderr, out.stderr
     assert "Traceback" not in out.stderr
     assert not isolated_db.exists() or not query(isolated_db, "SELECT id FROM runs")  # refused before any run
+
+
+def test_a_disturbed_or_failed_repeat_is_not_a_sample():
+    sample = sampler("stream", counts)
+    plain = RunResult("r0", "ok", True, None, 1.0, Path("."), Outcome([Metric("stream_triad", 100.0, "MB/s")]))
+    disturbed = RunResult("r1", "ok", True, None, 1.0, Path("."),
+                          Outcome([Metric("stream_triad", 10.0, "MB/s")], facts={"disturbed": {"steal_pct": 40}}))
+    failed = RunResult("r2", "failed", False, "exit code 1", 1.0, Path("."), Outcome())
+    assert sample(plain) == (100.0, "") and sample(disturbed) == (None, "disturbed")
+    assert sample(failed) == (None, "failed")
+    script = iter([plain, disturbed, plain, failed, plain])
+    results, decision = until_precise(lambda _repeat: next(script), sample, AutoRepeats(0.02, 10))
+    assert len(results) == 5 and decision.counted == 3
+    assert decision.reason == "stopped after 5 runs: 95% interval +-0% <= 2% (2 not counted: disturbed 1, failed 1)"
 
 
 def test_a_benchmark_without_a_headline_cannot_repeat_until_precise(isolated_db):
