@@ -116,14 +116,24 @@ def test_no_floor_without_three_counted_repeats(isolated_db):
 # ---------------------------------------------------------------- compare held to the floor
 
 
-def _stored(db, side: str, values: list[float], tags: dict | None = None, facts: dict | None = None) -> None:
+def _stored(db, side: str, values: list[float], tags: dict | None = None, facts: dict | None = None,
+            system: str | None = "testbox") -> None:
+    """Runs of one configuration stored with chosen values; `system` names the machine (a tag, as an
+    import's --tag system=... does), None leaves it unknown."""
     with Store(db) as store:
         for i, value in enumerate(values):
             run_id = f"{side}-{i:03d}"
+            machine = {"system": system} if system else {}
             store.begin_run(RunRecord(run_id, "stream", params={"n": 100000, "threads": 1},
-                                      tags={"variant": side} | (tags or {})))
+                                      tags={"variant": side} | machine | (tags or {})))
             store.finish_run(run_id, "ok", True, None, 0, 1.0, [Metric("stream_triad", value, "MB/s")],
                              facts=facts)
+
+
+def test_runs_that_do_not_say_which_machine_ran_them_make_no_floor(isolated_db):
+    _stored(isolated_db, "a", [100.0, 101.0, 99.0], system=None)
+    out = cli("history", "--noise")
+    assert out.returncode == 2 and "no noise floor" in out.stderr
 
 
 def test_a_disturbed_run_never_makes_a_floor(isolated_db):

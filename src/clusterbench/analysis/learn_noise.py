@@ -13,7 +13,7 @@ from collections.abc import Iterable
 import pandas as pd
 
 from clusterbench.analysis.history import identity_labels
-from clusterbench.analysis.noise import Floor, configuration_text, pooled, robust_cv, word
+from clusterbench.analysis.noise import HARDWARE_KEYS, Floor, configuration_text, pooled, robust_cv, word
 from clusterbench.analysis.stats import metric_frame
 from clusterbench.store import noise as stored
 from clusterbench.store.db import Store
@@ -21,7 +21,9 @@ from clusterbench.store.db import Store
 
 def floors_of(frame: pd.DataFrame) -> list[Floor]:
     """The floors of a `stats.metric_frame` (one row per value, `id.*` identity columns, `counted`):
-    pure, from the valid values of counted runs only."""
+    pure, from the valid values of counted runs only, and only of runs whose machine and node count
+    are known (noise.HARDWARE_KEYS): two imported files that name neither may come from two machines,
+    and their spread would be the machines' difference, not noise."""
     if frame.empty:
         return []
     rows = frame[frame["valid"].astype(bool) & frame["counted"].astype(bool)]
@@ -31,12 +33,13 @@ def floors_of(frame: pd.DataFrame) -> list[Floor]:
     config_of: dict[str, tuple[str | None, str]] = {}
     for rid, first in rows.groupby("run_id", sort=False).head(1).set_index("run_id")[id_columns].iterrows():
         ident = {c[3:]: first[c] for c in id_columns}
-        config_of[rid] = (word(ident.get("system")), configuration_text(ident))
+        if all(word(ident.get(key)) is not None for key in HARDWARE_KEYS):
+            config_of[rid] = (word(ident.get("system")), configuration_text(ident))
     label_columns = [c for c in rows.columns if c.startswith("label.")]
     groups: dict[tuple, dict[tuple, dict[str, list[float]]]] = {}
     for record in rows[["run_id", "benchmark", "metric", "unit", "value", *label_columns]].to_dict("records"):
         value = _finite(record["value"])
-        if value is None:
+        if value is None or record["run_id"] not in config_of:
             continue
         system, config = config_of[record["run_id"]]
         wanted = identity_labels(record["benchmark"], record["metric"])

@@ -12,6 +12,9 @@ What a floor is, per (system, benchmark, configuration, metric, unit):
   tags, system...). Runs are pooled only when their identities are equal, a key one does not
   state counting as a value of its own: a run whose identity differs or is unknown is never
   pooled with another;
+- a run that does not say which machine ran it (no system: an imported file without a host name
+  or a `system` tag) or on how many nodes gives no floor: two such files may come from two
+  machines, and their spread would be the machines' difference, not noise;
 - its *repeat groups* are the values of one metric with one combination of identifying labels
   (a ping-pong message size, an HPL line's N and NB): each counted run (analysis/flags.counts:
   a failed, invalid, truncated, suspect, disturbed or excluded run never counts) gives one value
@@ -44,6 +47,7 @@ from clusterbench.store import noise as stored
 from clusterbench.store.db import Store
 
 MIN_REPEATS = 3
+HARDWARE_KEYS = ("system", "nodes")  # a run that does not state both has no floor: which machine ran it is unknown
 MAD_TO_SD = 1.4826  # MAD x this estimates a normal sample's standard deviation
 UNKNOWN_NOTE = "no noise floor known (history --noise learns them from 3+ repeats)"
 
