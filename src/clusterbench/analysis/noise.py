@@ -28,6 +28,10 @@ What a floor is, per (system, benchmark, configuration, metric, unit):
   bound of a CV is 4.4 times the estimate, which would hide any real change of a configuration
   measured three times; the count (`n`) is stored beside it so a reader can weigh it.
 
+The robust CV also keeps a series' own change from hiding itself: a history's floor is learned from
+the runs it shows, and a clean step of d between two halves of them gives a MAD of d/2, a floor
+of about 0.74 d: below the step, which stays a change.
+
 A difference of two means smaller than the spread of a single run is called "within the noise
 floor (X%)". Floors are learned and stored (store/noise.py) by analysis/learn_noise.py `refresh`,
 which `bench` calls after its repeats and `history --noise` on demand; `compare` and `history` only
