@@ -15,6 +15,11 @@ pairs significantly better or worse. Within a pair every run is one sample; the 
 t-test (unequal variances) by default, or Mann-Whitney U; with fewer than `MIN_REPEATS` valid
 samples on a side no verdict is given for that pair, whatever the p-value would say.
 Flagged runs (analysis/flags.NOT_COUNTED) are on neither side; how many were left out is kept.
+
+A significant pair is also held against the noise floor of its configurations (analysis/noise.py:
+the spread of one run, learned from stored repeats): a change no larger than the widest floor of
+the runs on either side is "within the noise floor (X%)", not better or worse. Where no floor is
+known the verdicts are the test's alone, and the comparison says once that no floor is known.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 
-from clusterbench.analysis import baseline, identity
+from clusterbench.analysis import baseline, identity, noise
 from clusterbench.analysis.dataset import load
 from clusterbench.analysis.select import Selection
 from clusterbench.analysis.stats import describe
@@ -53,6 +58,7 @@ class Row:
     verdict: str
     configuration: str = ""  # the pair's values of the keys that vary within the selections
     ratio: float | None = None  # candidate mean / baseline mean
+    noise_floor: float | None = None  # the widest noise floor of the pair's configurations (a fraction), if known
 
 
 @dataclass
@@ -69,9 +75,19 @@ class Summary:
     untested: int  # pairs with fewer than MIN_REPEATS values on a side
     single: int  # pairs with a single value on a side
     per_metric: list[tuple[str, str, int, float | None, float | None, float | None]] = field(default_factory=list)
+    within_noise: int = 0  # pairs significant by the test, but within their noise floor
+    noise_floor: float | None = None  # the widest floor of the pairs, when every pair has one
 
     @property
     def word(self) -> str:
+        word = self._word
+        if word in ("better", "worse") and self.noise_floor is not None and self.ratio is not None \
+                and abs(self.ratio - 1) <= self.noise_floor:
+            return f"{noise.WITHIN} ({noise.percent(self.noise_floor)})"
+        return word
+
+    @property
+    def _word(self) -> str:
         if self.ratio is None:
             return "no verdict"
         if self.low is None or self.high is None:
@@ -90,6 +106,7 @@ class Comparison:
     under_study: list[str]  # the keys the sides differ in by design
     match_on: list[str] | None  # None: every other key matched (paired); else best vs best on these
     left_out: dict[str, dict[str, int]]  # side -> flag -> runs left out
+    noise_note: str = ""  # said once: no noise floor is known for any pair
 
     @property
     def paired(self) -> bool:
@@ -124,7 +141,31 @@ def compare(store: Store, a: Selection, b: Selection, test: str = "welch", alpha
             rows.append(_row(metric, unit, hib, conf, va, vb, ia, ib, test, alpha, shown_keys))
         if not rows:
             raise _refused(values_a, values_b, common_metrics, under_study)
-    return Comparison(rows, summarise(rows, alpha), under_study, match_on, left_out)
+    note = "" if match_on is not None else _held_to_noise(store, rows, side_a, side_b)
+    return Comparison(rows, summarise(rows, alpha), under_study, match_on, left_out, note)
+
+
+def _held_to_noise(store: Store, rows: list[Row], side_a: _Side, side_b: _Side) -> str:
+    """Give each pair the widest stored noise floor of its runs' configurations, and turn a significant
+    change within it into "within the noise floor (X%)". Returns the note to say once when no pair
+    has a floor ("" when some has)."""
+    floors = noise.Floors.of(store, metrics={r.metric for r in rows})
+    known = 0
+    for row in rows:
+        identities = [side_a.identities[i] for i in row.a_runs] + [side_b.identities[i] for i in row.b_runs]
+        by_benchmark: dict[str, list[dict]] = {}
+        for ident in identities:
+            by_benchmark.setdefault(str(ident.get("benchmark")), []).append(ident)
+        found = [f for b, idents in by_benchmark.items() if (f := floors.widest(b, idents, row.metric, row.unit))]
+        if not found:
+            continue
+        floor = max(found, key=lambda f: f.floor)
+        row.noise_floor = floor.floor
+        known += 1
+        change = None if row.change_pct is None else row.change_pct / 100
+        if row.verdict in ("better", "worse") and noise.within(change, floor):
+            row.verdict = noise.within_words(floor)
+    return "" if known else noise.UNKNOWN_NOTE
 
 
 class _Side:
@@ -272,8 +313,11 @@ def summarise(rows: list[Row], alpha: float) -> Summary:
     verdicts = Counter(r.verdict for r in rows)
     untested = sum(1 for r in rows if min(r.a["n"], r.b["n"]) < MIN_REPEATS)
     single = sum(1 for r in rows if min(r.a["n"], r.b["n"]) == 1)
+    within_noise = sum(1 for r in rows if r.verdict.startswith(noise.WITHIN))
+    floors = [r.noise_floor for r in rows if _performance_log(r) is not None]
+    floor = max(floors) if floors and all(f is not None for f in floors) else None
     return Summary(len(logs), ratio, low, high, verdicts["better"], verdicts["worse"],
-                   verdicts["no significant difference"], untested, single, per_metric)
+                   verdicts["no significant difference"], untested, single, per_metric, within_noise, floor)
 
 
 def _performance_log(row: Row) -> float | None:

@@ -29,6 +29,12 @@ Verdicts (Group.verdict), one per series:
   5%) moves it in its bad / good direction (a smaller change found after it, within the noise of
   the new level, does not undo it);
 - "no change beyond the noise": judged, and no change point passes those bars.
+
+The noise floor (analysis/noise.py: the spread of one run of a configuration, learned from stored
+repeats) raises the bar of a series that has one: a change point must move the metric by more than
+the larger of `min_change` and the widest floor of the series' configurations; one that passes
+`min_change` but not the floor is "within the noise floor (X%)". A series with no known floor is
+judged as before, and the history says once that no floor is known.
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from clusterbench.analysis import changepoint
+from clusterbench.analysis import changepoint, noise
 from clusterbench.analysis.compare import IDENTITY_LABELS
 from clusterbench.analysis.dataset import Dataset, load, origin
 from clusterbench.analysis.flags import counts, run_flags
@@ -125,6 +131,8 @@ class Group:
     improved: bool = False  # the newest change point is better by more than the threshold, significant
 
     decisive: int | None = None  # position in `changes` of the newest change beyond the threshold
+    noise_floor: float | None = None  # the widest noise floor of the series' configurations (a fraction)
+    min_change: float = DEFAULT_MIN_CHANGE  # the threshold it was judged with (before the floor)
 
     @property
     def regression(self) -> bool:
@@ -164,6 +172,7 @@ class History:
     dropped_groups: int = 0  # series over MAX_GROUPS, not analysed (the smallest)
     by_tag: list[str] = field(default_factory=list)  # tags that split series (asked for)
     needed: int = MIN_POINTS  # values a series needs to be judged at this alpha
+    noise_note: str = ""  # said once: no series has a known noise floor
 
     @property
     def regressions(self) -> list[Group]:
@@ -211,9 +220,11 @@ def history(store: Store, selection: Selection, metric: str, min_change: float =
         raise UserInputError(f"none of the {len(data.runs)} selected runs has the metric {choice.name!r}",
                              hint=_known(choice.name, here, "metrics of these runs") if here
                              else "the selected runs have no metric values")
-    groups, dropped = analyse(data, choice, min_change, alpha, by_tag=by_tag)
+    floors = noise.Floors.of(store, metrics={choice.name})
+    groups, dropped = analyse(data, choice, min_change, alpha, by_tag=by_tag, floors=floors)
+    note = noise.UNKNOWN_NOTE if groups and all(g.noise_floor is None for g in groups) else ""
     return History(choice.describe(), selection.describe(), 100 * min_change, alpha, groups, dropped, by_tag,
-                   changepoint.min_points(alpha))
+                   changepoint.min_points(alpha), note)
 
 
 def check_by_tag(by_tag: list[str] | None) -> list[str]:
@@ -240,14 +251,16 @@ def _known(name: str, known: list[str], what: str = "stored metrics") -> str:
 
 def analyse(data: Dataset, choice: MetricChoice, min_change: float = DEFAULT_MIN_CHANGE,
             alpha: float = changepoint.ALPHA, max_groups: int = MAX_GROUPS,
-            by_tag: list[str] | None = None) -> tuple[list[Group], int]:
-    """Every series of one metric in a dataset, each searched for change points (`judge`). Returns
-    the series (regressions first, then those with change points) and how many of the shortest
-    were left out over `max_groups`."""
+            by_tag: list[str] | None = None, floors: noise.Floors | None = None) -> tuple[list[Group], int]:
+    """Every series of one metric in a dataset, each searched for change points (`judge`), each held to
+    its noise floor when `floors` knows one. Returns the series (regressions first, then those with
+    change points) and how many of the shortest were left out over `max_groups`."""
     groups = series(data, choice, by_tag=by_tag)
     dropped = max(0, len(groups) - max_groups)
     groups = groups[:max_groups]
     for group in groups:
+        if floors:
+            group.noise_floor = floor_of(group, data, choice.name, floors)
         judge(group, min_change, alpha)
     groups.sort(key=lambda g: (not g.regression, not g.changes, g.system, g.label))
     return groups, dropped
@@ -292,6 +305,19 @@ def _may_reach(data: Dataset, rows: pd.DataFrame, min_dates: int) -> pd.DataFram
     enough = runs.groupby("config")["run"].size()
     keep = np.isin(config, enough.index[enough.to_numpy() >= min_dates].to_numpy())
     return rows if keep.all() else rows[keep]
+
+
+def floor_of(group: Group, data: Dataset, metric: str, floors: noise.Floors) -> float | None:
+    """The widest stored noise floor of the configurations of a series' counted runs (a series may span
+    configurations that differ only in tags), None when none is known."""
+    identities = {}
+    for value in group.values:
+        run = data.runs.get(value.run_id)
+        if run is not None:
+            ident = _identity_of(run, data)
+            identities[noise.configuration_text(ident)] = ident
+    found = floors.widest(group.benchmark, identities.values(), metric, group.unit)
+    return None if found is None else found.floor
 
 
 def search_cost(group: Group) -> int:
@@ -529,6 +555,8 @@ def judge(group: Group, min_change: float = DEFAULT_MIN_CHANGE, alpha: float = c
     values than the test needs to reach `alpha` (changepoint.min_points) is left unjudged: its
     verdict is "too few values to judge (need at least K)"."""
     n = len(group.values)
+    group.min_change = min_change
+    bar = max(min_change, group.noise_floor or 0.0)  # a change within one run's spread is noise
     group.needed = max(min_points or 0, changepoint.min_points(alpha))
     if n < group.needed:
         group.note = (f"{n} counted value{'s' if n != 1 else ''}: the test cannot reach p <= {alpha:g} "
@@ -544,11 +572,11 @@ def judge(group: Group, min_change: float = DEFAULT_MIN_CHANGE, alpha: float = c
         at = group.values[cp.index]
         pct = None if cp.change is None else 100 * cp.change
         group.changes.append(Change(cp.index, at.run_id, at.date, cp.before, cp.after, pct, cp.p_value,
-                                    is_worse(cp, group.higher_is_better, min_change, alpha)))
+                                    is_worse(cp, group.higher_is_better, bar, alpha)))
     group.judged = True
     beyond = [i for i, cp in enumerate(found.change_points)
-              if is_worse(cp, group.higher_is_better, min_change, alpha)
-              or is_worse(cp, not group.higher_is_better, min_change, alpha)]
+              if is_worse(cp, group.higher_is_better, bar, alpha)
+              or is_worse(cp, not group.higher_is_better, bar, alpha)]
     if beyond:
         group.decisive = beyond[-1]
         group.improved = not group.changes[group.decisive].worse
@@ -571,6 +599,16 @@ def change_verdict(group: Group, change: Change) -> str:
         return group.verdict
     if change.worse:
         return "worse (an older change)"
+    if _within_noise(group, change):
+        return f"{noise.WITHIN} ({noise.percent(group.noise_floor)})"
     if change.change_pct and (change.change_pct > 0) == group.higher_is_better:
         return "better (an older change)"
     return "within threshold"
+
+
+def _within_noise(group: Group, change: Change) -> bool:
+    """A significant change beyond the threshold asked for, but not beyond the series' noise floor."""
+    if group.noise_floor is None or change.change_pct is None or change.p_value > changepoint.ALPHA:
+        return False
+    size = abs(change.change_pct) / 100
+    return group.min_change < size <= group.noise_floor

@@ -24,11 +24,14 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     WithJsonSchema,
     field_validator,
+    model_validator,
 )
 
+from clusterbench.campaign.precision import DEFAULT_MAX_RUNS, DEFAULT_PRECISION, AutoRepeats, parse_precision
 from clusterbench.campaign.source import (  # noqa: F401 - re-exported: they were defined here
     CampaignError,
     CampaignSource,
@@ -74,6 +77,72 @@ def _finite_first(value: Any) -> Any:
 Duration = Annotated[str | int | float, BeforeValidator(_finite_first), AfterValidator(_checked_duration),
                      WithJsonSchema(
     {"type": ["string", "number"], "description": "seconds, or a duration like 90s, 10m, 2h"})]
+
+
+_REPEATS_FORMS = "a whole number, auto, or {auto: {precision: 0.02, max: 10}}"
+
+
+def auto_repeats(value: Any) -> AutoRepeats | None:
+    """The policy of `repeats: auto` or `repeats: {auto: {precision: 0.02, max: 10}}` (campaign/precision.py),
+    None for anything else (a count). ValueError, saying the forms, for an `auto` written wrong."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return AutoRepeats()
+    if not isinstance(value, dict):
+        return None
+    if set(value) != {"auto"}:
+        raise ValueError(f"must be {_REPEATS_FORMS}")
+    inner = value["auto"] if value["auto"] is not None else {}
+    if not isinstance(inner, dict) or set(inner) - {"precision", "max"}:
+        raise ValueError("auto takes precision: (0.02 or '2%') and max: (3 to 100), e.g. "
+                         "{auto: {precision: 0.02, max: 10}}")
+    precision = inner.get("precision", DEFAULT_PRECISION)
+    try:
+        if isinstance(precision, str):
+            precision = parse_precision(precision, "precision")
+        return AutoRepeats(precision, inner.get("max", DEFAULT_MAX_RUNS))
+    except UserInputError as exc:
+        raise ValueError(exc.message) from None
+
+
+def _count_of_repeats(value: Any) -> Any:
+    """`repeats: auto` planned as its most runs (expand.py plans that many; the engine stops earlier)."""
+    policy = auto_repeats(value)
+    if policy is not None:
+        return policy.max_runs
+    if isinstance(value, str) and not value.strip().isdigit():
+        raise ValueError(f"must be {_REPEATS_FORMS}")
+    return value
+
+
+Repeats = Annotated[int, BeforeValidator(_count_of_repeats), WithJsonSchema({
+    "description": "runs per point: a number, or auto: until the 95% interval of the headline metric is "
+                   "within precision of the mean (default 0.02), 3 to max runs (default 10)",
+    "anyOf": [{"type": "integer", "minimum": 1}, {"const": "auto"},
+              {"type": "object", "additionalProperties": False, "required": ["auto"],
+               "properties": {"auto": {"type": ["object", "null"], "additionalProperties": False, "properties": {
+                   "precision": {"type": ["number", "string"]},
+                   "max": {"type": "integer", "minimum": 3, "maximum": 100}}}}}]})]
+
+
+class _Repeated(BaseModel):
+    """Keeps the `repeats: auto` policy a block or a campaign was written with (the field holds its count)."""
+
+    _auto: AutoRepeats | None = PrivateAttr(None)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_auto(cls, data: Any, handler: Any) -> Any:
+        model = handler(data)
+        if isinstance(data, dict):
+            try:
+                model._auto = auto_repeats(data.get("repeats"))
+            except ValueError:  # refused where the field is validated
+                model._auto = None
+        return model
+
+    @property
+    def auto_repeats(self) -> AutoRepeats | None:
+        return self._auto
 
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -123,7 +192,7 @@ class _Timed(BaseModel):
         return _duration(self.timeout)
 
 
-class BenchmarkBlock(_Timed):
+class BenchmarkBlock(_Timed, _Repeated):
     """One benchmark module swept over a parameter space."""
 
     benchmark: str = Field(description="benchmark module: hpcc, hpl, command, ...")
@@ -133,7 +202,7 @@ class BenchmarkBlock(_Timed):
     space: dict[str, SpaceValue] = Field(default_factory=dict, description="swept parameters")
     combine: Literal["product", "zip"] = Field("product", description="product of all lists, or zip them")
     where: list[str] = Field(default_factory=list, description="constraints, e.g. 'p <= q'")
-    repeats: int | None = Field(None, ge=1, description="runs per point (default: the campaign's, else 1)")
+    repeats: Repeats | None = Field(None, ge=1, description="runs per point (default: the campaign's, else 1)")
     env: Env = Field(default_factory=dict, description="environment; '{name}' is replaced")
     system: SystemSettings = Field(default_factory=dict, description=_SYSTEM_HELP)
     tags: dict[str, Scalar] = Field(default_factory=dict)
@@ -271,17 +340,28 @@ class ClusterSection(BaseModel):
         description="pinning strategies of this campaign, by name, beside the built-in ones (docs/pinning.md)")
 
 
-class Campaign(_Timed):
+class Campaign(_Timed, _Repeated):
 
     name: Name = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
                       description="identifies the campaign in the store; letters, digits, - _ .")
     description: str = ""
     tags: dict[str, Scalar] = Field(default_factory=dict, description="stored with every run")
-    repeats: int = Field(1, ge=1, description="default runs per point")
+    repeats: Repeats = Field(1, ge=1, description="default runs per point")
     env: Env = Field(default_factory=dict, description="environment for every run")
     system: SystemSettings = Field(default_factory=dict, description=_SYSTEM_HELP + " (every block)")
     cluster: ClusterSection = Field(default_factory=ClusterSection, description="where the runs go")
     benchmarks: list[BenchmarkBlock] = Field(min_length=1)
+
+
+def auto_policies(campaign: Campaign) -> dict[str, AutoRepeats]:
+    """Block label -> its `repeats: auto` policy, for the blocks that repeat until precise (a block's own
+    `repeats:` wins over the campaign's)."""
+    out: dict[str, AutoRepeats] = {}
+    for block in campaign.benchmarks:
+        policy = block.auto_repeats if block.repeats is not None else campaign.auto_repeats
+        if policy is not None:
+            out.setdefault(block.label, policy)
+    return out
 
 
 def load_campaign(path: str | Path) -> tuple[Campaign, CampaignSource]:

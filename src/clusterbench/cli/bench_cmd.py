@@ -47,10 +47,20 @@ def bench(
     name: Annotated[str, typer.Argument(help="Benchmark module (see `clusterbench benchmarks`).")],
     param: Annotated[list[str] | None, typer.Option(
         "--param", "-p", help="A parameter: -p n=4000 -p bind_to=core (repeatable).")] = None,
-    repeats: Annotated[int, typer.Option(help="Runs of this point.", min=1)] = 1,
+    repeats: Annotated[str, typer.Option(
+        help="Runs of this point: a number, or auto: until the 95% interval of the headline metric's mean is "
+             "within --precision (at least 3 runs, at most --max-repeats; only runs that count are samples).")] = "1",
     timeout: Annotated[str | None, typer.Option(help="Per-run limit (e.g. 10m); the process tree is killed.")] = None,
     tag: Annotated[list[str] | None, typer.Option("--tag", help="Tag the runs: --tag key=value.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the runs and metrics as JSON.")] = False,
+    precision: Annotated[str | None, typer.Option(
+        help="With --repeats auto: the 95% interval's half-width to reach, of the mean (default 2%).")] = None,
+    max_repeats: Annotated[int | None, typer.Option(
+        help="With --repeats auto: the most runs (default 10, 3 to 100).")] = None,
 ) -> None:
-    """Run one benchmark once (or --repeats times), store it like any run, print its metrics."""
-    run(name, param, repeats, timeout, tag, as_json)
+    """Run one benchmark once (or --repeats times), store it like any run, print its metrics.
+
+    With --repeats auto the point is run again until the 95% interval of its headline metric (its
+    figure of merit) is within --precision of the mean, and one line says why the repeats stopped.
+    The noise floors of what ran (docs/history.md) are learned again from the stored repeats."""
+    run(name, param, repeats, timeout, tag, as_json, precision, max_repeats)

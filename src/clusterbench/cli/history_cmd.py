@@ -35,6 +35,9 @@ def history(
     by_tag: Annotated[list[str] | None, typer.Option(
         "--by-tag", help="Split series by this tag too (repeatable); tags do not split series otherwise.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the history as JSON.")] = False,
+    noise: Annotated[bool, typer.Option(
+        "--noise", help="Learn the noise floors again from the stored repeats and list them (of the selection "
+                        "and -m when given) instead of a history.")] = False,
 ) -> None:
     """A metric over time, per configuration, with its change points (E-Divisive means, a permutation
     test at p <= 0.01) and one verdict per series: regression, improvement, no change beyond the
@@ -43,12 +46,21 @@ def history(
     A series is one configuration (every identifying key: system, cluster and host group, nodes,
     parameters, BLAS...; tags only with --by-tag) ordered by when each run ran. Runs that do not
     count (failed, invalid, truncated, suspect, disturbed, excluded) are listed as skipped.
+
+    A change point must also be beyond the series' noise floor (the spread of one run of its
+    configuration, learned from 3+ counted repeats); a smaller one is "within the noise floor
+    (X%)". --noise learns the floors again from every stored run and lists them.
     """
     from clusterbench.analysis.history import history as run_history
     from clusterbench.analysis.select import parse_selection
 
     if not 0 <= min_change <= 1000:
         raise UserInputError(f"--min-change is a percentage from 0 to 1000, got {min_change:g}")
+    if noise:
+        from clusterbench.cli.noise_view import show_floors
+
+        show_floors(selection, metric or None, as_json)
+        return
     with open_store(read_only=True) as store:
         if not metric:
             names = store.metric_names()
@@ -61,6 +73,8 @@ def history(
         print(json.dumps(_as_dict(found), indent=2))
     else:
         _print(found, judged)
+    if found.noise_note and not as_json:
+        console.print(found.noise_note, highlight=False)
     if not judged and not as_json:
         console.print(f"[yellow]too few values to judge[/]: no series has the {found.needed} counted values the "
                       f"test needs to reach p <= {found.alpha:g}; nothing is judged", highlight=False)
@@ -108,7 +122,8 @@ def _group_table(group) -> Table:
     span = f"{_day(values[0].date)}..{_day(values[-1].date)}" if values else "no dated value"
     last = f"last {text(values[-1].value)} {group.unit}" if values else ""
     verdict = group.verdict.upper() if group.regression else group.verdict
-    title = f"{group.system} | {group.label} | n={len(values)} | {span} | {last} | {verdict}"
+    floor = f" | noise floor {noise_percent(group.noise_floor)}" if group.noise_floor is not None else ""
+    title = f"{group.system} | {group.label} | n={len(values)} | {span} | {last}{floor} | {verdict}"
     table = Table(title=escape(title), title_justify="left", title_style="bold red" if group.regression else None)
     for column, justify in (("change point", "left"), ("run", "left"), ("before -> after", "right"),
                             ("change", "right"), ("p", "right"), ("verdict", "left")):
@@ -132,6 +147,12 @@ def _group_table(group) -> Table:
         table.caption = escape("; ".join(notes))
         table.caption_justify = "left"
     return table
+
+
+def noise_percent(fraction: float) -> str:
+    from clusterbench.analysis.noise import percent
+
+    return percent(fraction)
 
 
 def _better(group, change) -> bool:

@@ -140,8 +140,10 @@ def compare(
     those in which the sides differ as wholes; every other key must match within a pair, or the
     comparison is refused with the nearest pairs. Flagged runs (failed, invalid, truncated,
     suspect, disturbed, excluded) are on neither side. No verdict is given below 3 valid repeats
-    on a side. Selections take the same terms as `report`; separate several terms of one side
-    with commas (campaign:a,tag:blas=blis).
+    on a side. A significant change no larger than the noise floor of the pair's configurations
+    (learned from repeats: `history --noise`) is "within the noise floor (X%)". Selections take
+    the same terms as `report`; separate several terms of one side with commas
+    (campaign:a,tag:blas=blis).
     """
     from clusterbench.analysis.compare import compare as run_compare
     from clusterbench.analysis.select import parse_selection
@@ -159,9 +161,10 @@ def compare(
         if as_json:
             print(json.dumps({"verdict": asdict(result.summary) | {"word": result.summary.word},
                               "under_study": result.under_study, "match_on": result.match_on,
-                              "left_out": result.left_out, "rows": [asdict(r) for r in rows]}, indent=2))
+                              "left_out": result.left_out, "noise_note": result.noise_note,
+                              "rows": [asdict(r) for r in rows]}, indent=2))
         else:
-            for line in verdict_lines(result):
+            for line in verdict_lines(result) + _noise_lines(result):
                 console.print(escape(line), soft_wrap=False)
             _print_sides(store, rows)
             shown, hidden = rows_shown(rows, every_pair)
@@ -180,6 +183,18 @@ def compare(
 
 
 MAX_SIDE_DIFFERENCES = 40
+
+
+def _noise_lines(result) -> list[str]:
+    """What the noise floors (analysis/noise.py) changed in the verdicts, or that none is known: once."""
+    lines = []
+    within = result.summary.within_noise
+    if within:
+        lines.append(f"  {within} pair{'s' if within != 1 else ''} significant but within the noise floor: "
+                     "not counted")
+    if result.noise_note:
+        lines.append(f"  {result.noise_note}")
+    return lines
 
 
 def _print_sides(store, rows) -> None:

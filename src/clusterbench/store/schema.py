@@ -286,6 +286,33 @@ def _v4(conn: sqlite3.Connection) -> None:
                           if any(fragments)])
 
 
+# The noise floors learned from repeats (analysis/noise.py): derived data, recomputed from the runs
+# whenever asked (store/noise.py), so the table is created where it is first written (`ensure_noise`)
+# rather than by a versioned step: a database without it reads as one with no floor known, and an
+# older clusterbench ignores it. One row per (benchmark, configuration, metric, unit).
+NOISE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS noise_floors (
+    benchmark TEXT NOT NULL,
+    configuration TEXT NOT NULL,
+    metric TEXT NOT NULL,
+    unit TEXT NOT NULL DEFAULT '',
+    system TEXT,
+    floor REAL NOT NULL,
+    n INTEGER NOT NULL,
+    groups INTEGER NOT NULL,
+    runs TEXT NOT NULL DEFAULT '[]',
+    computed_at TEXT NOT NULL,
+    PRIMARY KEY (benchmark, configuration, metric, unit)
+) WITHOUT ROWID;
+"""
+
+
+def ensure_noise(conn: sqlite3.Connection) -> None:
+    """The noise floors' table, created when missing (inside the caller's transaction)."""
+    for statement in _statements(NOISE_SCHEMA):
+        conn.execute(statement)
+
+
 # Ordered (version, what it does, step): a database at version v < N gets each later step, each in
 # its own transaction that also sets user_version. Append a step (never edit one) to change the schema.
 MIGRATIONS: tuple[tuple[int, str, Callable[[sqlite3.Connection], None]], ...] = (
