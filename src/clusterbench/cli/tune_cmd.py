@@ -104,6 +104,7 @@ def _tune(benchmark: str, budget: str, n: int | None, nodes: int, space: list[st
     with open_store() as store:
         store.remember_system(system)
         session = prepare(store, options, system, site=site, site_key=site_key, system_id=system.fingerprint())
+        err_console.print(escape(session.note()))  # resuming a stored session, or a new one and why (stderr)
         if dry_run:
             _print_dry_run(session, as_json)
             return
@@ -116,7 +117,8 @@ def _print_dry_run(session, as_json: bool) -> None:
     info = {"session": session.name, "space": tspace.space.dims, "space_size": tspace.space.size,
             "fixed": tspace.fixed, "levels_n": tspace.fidelities, "rates": session.rates_source,
             "cheapest_trial_s": cost, "budget_s": session.options.budget_s,
-            "sweep_estimate_s": session.sweep_estimate_s()}
+            "minimum_budget_s": session.first_round_s()[0], "space_dropped": tspace.space.dropped,
+            "session_note": session.note(), "sweep_estimate_s": session.sweep_estimate_s()}
     if as_json:
         print(json.dumps(info, indent=2, default=str))
         return
@@ -127,16 +129,19 @@ def _print_dry_run(session, as_json: bool) -> None:
     console.print(table)
     console.print(f"levels: {session.tuning.fidelity.upper()} = {', '.join(str(x) for x in tspace.fidelities)}; "
                   f"fixed: {escape(json.dumps(tspace.fixed, default=str))}")
+    for note in tspace.space.dropped:
+        console.print(f"space: {escape(note)}")
     console.print(f"model rates: {escape(session.rates_source)}")
-    console.print(f"cheapest trial about {cost:.1f} s; budget {session.options.budget_s:.0f} s; an exhaustive sweep "
+    console.print(f"cheapest trial about {cost:.1f} s; minimum budget about {_duration(session.first_round_s()[0])}; "
+                  f"budget {session.options.budget_s:.0f} s; an exhaustive sweep "
                   f"(every point once at {session.fidelity_text(-1)}) would take about "
                   f"{_duration(session.sweep_estimate_s())}")
 
 
 def _duration(seconds: float) -> str:
-    from clusterbench.units import format_duration
+    from clusterbench.cli.progress import fmt_duration
 
-    return format_duration(seconds) if math.isfinite(seconds) else "?"
+    return fmt_duration(seconds if math.isfinite(seconds) else None)
 
 
 def _run(store, session, out: Path, as_json: bool) -> None:
@@ -202,7 +207,9 @@ def _print_result(session, result, info: dict, paths: dict) -> None:
                           "yes" if f["indistinguishable_from_best"] else "no")
         console.print(table)
     t = info["trials"]
-    console.print(f"trials: {t['ran']} run, {t['replayed']} replayed from the store, {t['invalid']} invalid; "
+    uncounted = f", {t['uncounted']} not counted (disturbed or flagged: measured again)" if t.get("uncounted") else ""
+    console.print(f"trials: {t['ran']} run, {t['replayed']} replayed from the store, {t['invalid']} invalid"
+                  f"{uncounted}; "
                   f"budget {result.spent_s:.0f} of {session.options.budget_s:.0f} s spent ({escape(result.stopped)})")
     console.print(f"an exhaustive sweep of the {session.tspace.space.size:,} points at {session.fidelity_text(-1)} "
                   f"would take about {_duration(info['sweep_estimate_s'])}")

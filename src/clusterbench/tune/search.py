@@ -47,6 +47,22 @@ PRIOR_POOL = 5_000  # how many configurations of a large space the prior ranks
 PRIOR_SHARE = 0.5  # share of a bracket's fresh candidates chosen by the prior's rank
 RACE_ROUNDS = 3  # race rounds after each bracket: about as many top-level trials as the bracket's own
 RACE_CAP = 10  # the race stops at RACE_CAP * final_repeats samples per configuration
+MAX_UNCOUNTED = 3  # trials of a configuration at a level that did not count (disturbed...) before it is dropped
+
+
+def bracket_trials(candidates: int, levels: int, eta: int, final_repeats: int, groups: int = 1) -> list[int]:
+    """How many trials a bracket of `candidates` runs at each level (the top's count includes the finals'
+    repeats of its survivors): 1/eta promoted per level, plus the best of each other group (promote_groups)
+    below the top. What the search spends and what the session's minimum budget is computed from."""
+    out, alive = [], candidates
+    for level in range(levels):
+        if level < levels - 1:
+            out.append(alive)
+            alive = min(alive, math.ceil(alive / eta) + max(groups - 1, 0))
+        else:
+            survivors = math.ceil(alive / eta)
+            out.append(alive + survivors * (final_repeats - 1))
+    return out
 
 
 @dataclass(frozen=True, order=True)
@@ -69,19 +85,55 @@ class Config:
 
 @dataclass
 class Space:
-    """Discrete dimensions, each an ordered list of values (order matters for neighbours)."""
+    """Discrete dimensions, each an ordered list of values (order matters for neighbours).
+
+    `joint`: dimensions whose values only go together in the combinations listed, e.g. HPL's
+    ("blas", "grid"): a serial BLAS only with one thread per rank, a threaded layout only with a threaded
+    BLAS. The space is then the product of the other dimensions and of these combinations: a point
+    outside them is never a candidate, a neighbour or counted in `size`. `dropped`: sentences saying what
+    the declaration left out and why (shown with the space)."""
 
     dims: dict[str, list[Any]]
+    joint: dict[tuple[str, ...], list[tuple]] = field(default_factory=dict)
+    dropped: list[str] = field(default_factory=list)
+
+    def _units(self) -> list[tuple[tuple[str, ...], list[tuple]]]:
+        """The independent parts of the space: each free dimension alone, each joint group's combinations
+        (those whose values are all still in the dimensions)."""
+        grouped = {k for keys in self.joint for k in keys}
+        units = [((name,), [(v,) for v in values]) for name, values in self.dims.items() if name not in grouped]
+        for keys, combos in self.joint.items():
+            units.append((keys, [c for c in dict.fromkeys(tuple(c) for c in combos)
+                                 if all(k in self.dims and v in self.dims[k] for k, v in zip(keys, c, strict=True))]))
+        return units
 
     @property
     def size(self) -> int:
         out = 1
-        for values in self.dims.values():
+        for _keys, values in self._units():
             out *= len(values)
         return out
 
+    def configs(self) -> Iterator[Config]:
+        """Every point, in the dimensions' order (only for a space small enough to list)."""
+        units = self._units()
+        for combo in itertools.product(*(values for _keys, values in units)):
+            yield Config.of({k: v for (keys, _), part in zip(units, combo, strict=True)
+                             for k, v in zip(keys, part, strict=True)})
+
+    def random(self, rng: random.Random) -> Config:
+        return Config.of({k: v for keys, values in self._units() for k, v in zip(keys, rng.choice(values),
+                                                                                strict=True)})
+
+    def allowed(self, values: dict[str, Any]) -> bool:
+        """Whether a point (or a partial one: groups it does not fully state are not checked) is in the space."""
+        for keys, combos in self.joint.items():
+            if all(k in values for k in keys) and tuple(values[k] for k in keys) not in {tuple(c) for c in combos}:
+                return False
+        return True
+
     def neighbours(self, config: Config) -> list[Config]:
-        """Configurations with one dimension moved one step in its ordered values."""
+        """Configurations with one dimension moved one step in its ordered values (those in the space)."""
         out = []
         values = config.as_dict()
         for name in sorted(self.dims):
@@ -90,7 +142,7 @@ class Space:
                 continue
             i = ordered.index(values[name])
             for j in (i - 1, i + 1):
-                if 0 <= j < len(ordered):
+                if 0 <= j < len(ordered) and self.allowed({**values, name: ordered[j]}):
                     out.append(Config.of({**values, name: ordered[j]}))
         return out
 
@@ -107,6 +159,10 @@ class Sample:
     valid: bool
     run_id: str | None = None
     replayed: bool = False  # found in the store: costs no budget
+    # The run finished but does not count (analysis/flags.counts: disturbed by other work, suspect,
+    # truncated, excluded): its figure is no evidence either way, so it is measured again (a new repeat),
+    # neither promoted on nor held against the configuration, up to MAX_UNCOUNTED times.
+    uncounted: bool = False
 
 
 class Evaluator(Protocol):
@@ -193,8 +249,11 @@ class _Search:
 
     def __init__(self, space: Space, levels: int, evaluator: Evaluator, budget_s: float, seed: int,
                  prior: Callable[[Config], float] | None, eta: int, final_repeats: int,
-                 progress: Callable[[Sample, SearchResult], None] | None, clock: Callable[[], float]):
+                 progress: Callable[[Sample, SearchResult], None] | None, clock: Callable[[], float],
+                 group: Callable[[Config], Any] | None = None):
         self.space, self.levels, self.ev, self.budget = space, levels, evaluator, budget_s
+        self.group = group
+        self.uncounted: dict[tuple[Config, int], int] = {}  # trials per (config, level) that did not count
         self.eta, self.repeats, self.progress, self.clock = eta, final_repeats, progress, clock
         self.top = levels - 1
         self.rng = random.Random(seed)
@@ -210,15 +269,13 @@ class _Search:
     # --- candidates -------------------------------------------------------------------------------------------
 
     def _random_config(self) -> Config:
-        return Config.of({name: self.rng.choice(values) for name, values in self.space.dims.items()})
+        return self.space.random(self.rng)
 
     def _fresh(self, prior: Callable[[Config], float] | None) -> Iterator[Config]:
         """Configurations not yet entered: by the prior's rank (a share) interleaved with random ones."""
         small = self.space.size <= ENUMERATE_UP_TO
         if small:
-            names = list(self.space.dims)
-            shuffled = [Config.of(dict(zip(names, combo, strict=True)))
-                        for combo in itertools.product(*self.space.dims.values())]
+            shuffled = list(self.space.configs())
             self.rng.shuffle(shuffled)
         else:
             shuffled = []
@@ -285,7 +342,11 @@ class _Search:
             self.measured_s += sample.seconds if sample.replayed else took
             self.estimated_s += estimate
         self.result.trials.append(sample)
-        if sample.valid and not math.isnan(sample.value):
+        if sample.uncounted:  # no evidence: measured again next time it is asked for, dropped after a few
+            self.uncounted[(config, level)] = self.uncounted.get((config, level), 0) + 1
+            if self.uncounted[(config, level)] >= MAX_UNCOUNTED:
+                self.dead.add(config)
+        elif sample.valid and not math.isnan(sample.value):
             self.values.setdefault((config, level), []).append(float(sample.value))
         else:
             self.dead.add(config)
@@ -295,8 +356,8 @@ class _Search:
 
     def _value(self, config: Config, level: int) -> float | None:
         """The median at `level`, measuring once if there is no sample yet; None for a dropped config."""
-        if config not in self.dead and (config, level) not in self.values:
-            self._measure(config, level)
+        while config not in self.dead and (config, level) not in self.values:
+            self._measure(config, level)  # a trial that did not count is measured again (MAX_UNCOUNTED bounds it)
         if config in self.dead:
             return None
         return statistics.median(self.values[(config, level)])
@@ -324,17 +385,35 @@ class _Search:
 
     # --- brackets ---------------------------------------------------------------------------------------------
 
+    def _groups(self, configs: list[Config]) -> int:
+        return len({self.group(c) for c in configs}) if self.group is not None else 1
+
     def _bracket_cost(self, candidates: list[Config]) -> float:
-        """Estimated cost of a bracket up to its finals' repeats (trials at level 0 already measured cost 0)."""
-        cost, alive = 0.0, len(candidates)
-        for level in range(self.levels):
-            todo = [c for c in candidates if (c, level) not in self.values]
+        """Estimated cost of a bracket up to its finals' repeats (trials at level 0 already measured cost 0);
+        the race is optional, checked trial by trial."""
+        counts = bracket_trials(len(candidates), self.levels, self.eta, self.repeats, self._groups(candidates))
+        cost = 0.0
+        for level, count in enumerate(counts):
             mean = statistics.fmean(self.ev.estimate_s(c, level) for c in candidates)
-            cost += mean * (min(alive, len(todo)) if level == 0 else alive)
-            alive = math.ceil(alive / self.eta)
-        top = statistics.fmean(self.ev.estimate_s(c, self.top) for c in candidates)
-        cost += top * alive * (self.repeats - 1)  # the finals; the race is optional, checked trial by trial
+            if level == 0:
+                count = min(count, len([c for c in candidates if (c, 0) not in self.values]))
+            cost += mean * count
         return cost * self._ratio()
+
+    def _promote(self, scored: list[tuple[float, int, Config]], level: int) -> list[Config]:
+        """The best 1/eta of a level go up; below the top, so does the best of each group (HPL: each layout)
+        not among them. A small N can rank the layouts otherwise than the top N does (at N=3000 two ranks
+        beat one rank of two threads, at N=8000 the reverse): a layout pruned at a small N would never
+        show where it wins. The top level decides: its survivors are plain 1/eta."""
+        keep = [c for _, _, c in scored[: math.ceil(len(scored) / self.eta)]]
+        if self.group is None or level >= self.top:
+            return keep
+        seen = {self.group(c) for c in keep}
+        for _, _, config in scored:
+            if (g := self.group(config)) not in seen:
+                seen.add(g)
+                keep.append(config)
+        return keep
 
     def _bracket(self, candidates: list[Config], start: int = 0) -> None:
         """Successive halving from level `start` to the top, then the finals: repeats of the survivors."""
@@ -342,7 +421,7 @@ class _Search:
         for level in range(start, self.levels):
             scored = [(v, i, c) for i, c in enumerate(alive) if (v := self._value(c, level)) is not None]
             scored.sort(key=lambda t: (-t[0], t[1]))
-            alive = [c for _, _, c in scored[: math.ceil(len(scored) / self.eta)]]
+            alive = self._promote(scored, level)
         for config in alive:
             while config not in self.dead and len(self.values.get((config, self.top), [])) < self.repeats:
                 self._measure(config, self.top)
@@ -398,8 +477,9 @@ class _Search:
         left: a smaller successive halving still spends the end of the budget on new configurations.
         Fewer than eta candidates is no halving at all: none then."""
         left = self.budget - self.result.spent_s
-        while len(candidates) >= self.eta and self._bracket_cost(candidates) > left:
-            candidates = candidates[: len(candidates) // self.eta * (self.eta - 1) or len(candidates) - 1]
+        while len(candidates) > self.eta and self._bracket_cost(candidates) > left:
+            fewer = len(candidates) // self.eta * (self.eta - 1) or len(candidates) - 1
+            candidates = candidates[: max(fewer, self.eta)]  # eta is the smallest halving: always tried
         return candidates if len(candidates) >= self.eta and self._bracket_cost(candidates) <= left else []
 
     def _tail(self) -> None:
@@ -422,11 +502,13 @@ class _Search:
 def search(space: Space, levels: int, evaluator: Evaluator, budget_s: float, *, seed: int = 0,
            prior: Callable[[Config], float] | None = None, eta: int = 3, final_repeats: int = 3,
            progress: Callable[[Sample, SearchResult], None] | None = None,
-           clock: Callable[[], float] = time.monotonic) -> SearchResult:
+           clock: Callable[[], float] = time.monotonic, group: Callable[[Config], Any] | None = None) -> SearchResult:
     """Search `space` for the configuration with the highest top-level median within `budget_s`.
 
     `budget_s` counts the wall time (by `clock`) of evaluate() calls that were not replayed, nothing
     else. The result's `stopped` says why the search ended; `best` is None when no configuration got
-    `final_repeats` valid samples at the top level."""
+    `final_repeats` valid samples at the top level. `group` (HPL: a configuration's layout): below the top,
+    the best of each group is promoted besides the best 1/eta (_Search._promote)."""
     _check(space, levels, budget_s, eta, final_repeats)
-    return _Search(space, levels, evaluator, budget_s, seed, prior, eta, final_repeats, progress, clock).run()
+    return _Search(space, levels, evaluator, budget_s, seed, prior, eta, final_repeats, progress, clock,
+                   group).run()
