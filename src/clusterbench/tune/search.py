@@ -8,6 +8,16 @@ How it searches, and why:
   1/eta go up one level, and so on to the top level, which is the one that decides. The survivors
   of the top level are the bracket's finalists: they get `final_repeats` samples there. Cheap trials
   prune the clearly bad configurations; only a few ever cost a top-level run.
+- Promotion by group. Given `group` (HPL: a configuration's layout), each level below the top also
+  promotes the best of every group not among its best 1/eta: a small N can rank the groups otherwise
+  than the top N (two single-thread ranks beat one rank of two threads at N=3000, not at N=8000), and
+  a group pruned at a small N would never show where it wins. The top level promotes plain 1/eta.
+- Trials that do not count. A sample marked `uncounted` (the run finished but analysis/flags.counts
+  refuses it: disturbed by other work, suspect, ...) is no evidence: it is neither a value nor a
+  failure. The configuration is measured again (the next repeat); after MAX_UNCOUNTED such trials at
+  one level it is dropped.
+- The space may pair dimensions (Space.joint: HPL's serial BLAS only with one thread per rank): a
+  point outside the pairs is never a candidate or a neighbour.
 - No best from one sample. Only a configuration with `final_repeats` valid top-level samples can be
   the incumbent, and the incumbent is their median. After each bracket a race gives more samples
   (three rounds of one, up to `10 * final_repeats` each) to the incumbent and to the best eta-1

@@ -4,10 +4,13 @@ declaration says (bench/declare.py's `Tuning`; HPL's in bench/hpl/tuning.py).
 
 Everything that can be refused is refused here, before anything runs (exit 2, saying which option or
 which line of the campaign file): an unknown or out-of-bounds space key, a fidelity (HPL: an N) that
-does not fit in memory, a budget smaller than the cheapest trial. The session's name is a hash of what
-decides its trials (system, site, space, fixed values, levels' fidelities, seed), so the same call made
-again is the same session and replays what it finished. The CLI and benchmarks/tuner_vs_sweep.py both
-go through here.
+does not fit in memory, a budget smaller than the cheapest trial or than the smallest bracket (the
+minimum budget, stated). The session's name is a hash of what decides its trials (system, site, space,
+fixed values, levels' fidelities, seed), so the same call made again is the same session and replays
+what it finished. What a session began with (model inputs, start-up cost, the levels' fidelities) is
+kept under the request's key as it begins and read back by the same call made again: the fidelities are
+never recomputed from a model refitted on the session's own runs (`note()` says "resuming session S").
+The CLI and benchmarks/tuner_vs_sweep.py both go through here.
 """
 
 from __future__ import annotations

@@ -13,6 +13,10 @@ the declaration's model (e.g. HPL's analytic model) fed with the inputs measured
 (tune/rates.py), plus the start-up of one run. The estimates are then corrected by what finished trials
 really took (the median ratio of measured to estimated), so a machine slower than its rates, or a
 harness with more overhead, does not overspend the budget.
+
+A finished trial whose run does not count (analysis/flags.counts: disturbed by other work on its CPUs,
+suspect, truncated, excluded) is an `uncounted` sample: the search measures its configuration again
+and never promotes (or drops) it on that figure.
 """
 
 from __future__ import annotations

@@ -8,9 +8,10 @@ The tuner (src/clusterbench/tune/) is generic; this is everything in it that is 
   64..384:32, values above the smallest trial's N dropped);
 - `grid`: "LAYOUT PxQ", the rank/thread layout and the process grid together, because a grid only
   exists for the rank count of its layout (P x Q = ranks). Layouts with the same ranks x threads as an
-  earlier one are the same run under another name and are left out (on a one-socket node the two
-  hybrids coincide);
-- `blas`: the installed BLAS variants ('default' when the system has none to choose);
+  earlier one are the same run under another name and are left out of the default (on a one-socket
+  node the two hybrids coincide); one the user names (`hybrid-node 1x1`) is taken as named;
+- `blas`: the installed BLAS variants ('default' when the system has none to choose), paired with the
+  grids (HplSpace.joint): a layout of more than one thread per rank only with a threaded variant;
 - HPL's algorithm knobs. By default only those the literature finds to matter after NB and P x Q
   (BCAST, DEPTH, PFACT); RFACT, NBMIN, NDIV, SWAP and its threshold keep HPL.dat's tuned defaults
   unless the user names them.
