@@ -177,9 +177,9 @@ def compare(store, system, site, site_key, name, space, n, fixed, env, timeout, 
         return prepare(store, opts, system, site=site, site_key=site_key, system_id=system.fingerprint())
 
     sweep = session("sweep", 1, 5e5)
+    if sweep.tspace.space.size > MAX_POINTS:  # bounded before it is listed
+        raise UserInputError(f"{sweep.tspace.space.size:,} points: more than {MAX_POINTS} to sweep")
     points = list(sweep.tspace.space.configs())
-    if len(points) > MAX_POINTS:
-        raise UserInputError(f"{len(points)} points: more than {MAX_POINTS} to sweep")
     print(f"\nspace {name}: {len(points)} points "
           f"({' x '.join(f'{k} {len(v)}' for k, v in sweep.tspace.space.dims.items())}) at N={n}"
           + "".join(f"; {note}" for note in sweep.tspace.space.dropped), flush=True)

@@ -61,7 +61,8 @@ def test_the_same_request_resumes_its_session_with_the_levels_it_began_with(tmp_
         assert kept["fidelities"] == first.tspace.fidelities and kept["session"] == first.name
         config = next(first.tspace.space.configs())
         trial = first.evaluator.planned(config, 0, 0)
-        store.begin_run(RunRecord(trial.id, "hpl", trial.params, campaign=first.name, system_id=system_id))
+        store.begin_run(RunRecord(trial.id, "hpl", trial.params, campaign=first.name, system_id=system_id,
+                                  tags=trial.tags))
         store.finish_run(trial.id, "ok", True, None, 0, 1.0, [Metric("hpl_gflops", 5.0, "Gflop/s", True, {})])
         _store_calibration(store, system_id, 100.0, 8)  # refitted, these would size another top N
         refitted = session(name="not-this-session")

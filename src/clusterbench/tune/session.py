@@ -230,8 +230,14 @@ def why_new(store: Store | None, asked: dict) -> str:
     or it cannot tell): why it starts a new session instead of resuming that one."""
     if store is None:
         return ""
-    rows = store.runs(benchmark=asked["benchmark"], limit=200)
-    last = next((r["campaign"] for r in rows if str(r["campaign"] or "").startswith("tune-")), None)
+    last = None
+    for row in store.runs(benchmark=asked["benchmark"], limit=200):  # newest first: the newest tuning trial's session
+        try:
+            last = json.loads(row["tags"] or "{}").get("tune")
+        except (TypeError, ValueError, AttributeError):
+            continue
+        if last:
+            break
     before = store.first_kept(SESSION_KEY + last) if last else None
     if not before:
         return "no earlier tuning session is stored" if last is None else ""
@@ -370,12 +376,13 @@ def trials_csv(session: TuneSession, result: SearchResult) -> str:
     dims = list(session.tspace.space.dims)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["order", "run_id", "level", "n", "repeat", *dims, "gflops", "valid", "seconds", "replayed"])
+    w.writerow(["order", "run_id", "level", "n", "repeat", *dims, "gflops", "valid", "counted", "seconds",
+                "replayed"])
     for i, s in enumerate(result.trials):
         values = s.config.as_dict()
         w.writerow([i, s.run_id or "", s.level, session.tspace.fidelities[s.level], s.repeat,
                     *[values.get(d, "") for d in dims], "" if not math.isfinite(s.value) else f"{s.value:.4f}",
-                    int(s.valid), f"{s.seconds:.2f}", int(s.replayed)])
+                    int(s.valid), int(not s.uncounted), f"{s.seconds:.2f}", int(s.replayed)])
     return buf.getvalue()
 
 
