@@ -40,7 +40,8 @@ def _space_items(items: list[str], example: str = EXAMPLE) -> dict:
 
 @tune_app.command(HPL)
 def tune_hpl(
-    budget: Annotated[str, typer.Option(help="Time budget of the search, e.g. 30m, 2h.")] = "10m",
+    budget: Annotated[str, typer.Option(help="Time budget of the search, e.g. 30m, 2h (too small: the minimum "
+                                        "is said; --dry-run prints it).")] = "10m",
     n: Annotated[int | None, typer.Option("--n", help="Top level's N (default: sized from the budget and "
                                           "memory).")] = None,
     nodes: Annotated[int, typer.Option(help="Nodes per trial.")] = 1,
@@ -66,8 +67,10 @@ def tune_hpl(
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Search HPL's configurations (NB, grid and layout, BLAS, algorithm knobs) within a time budget:
-    small N prunes, large N decides, finalists repeated; every trial is a stored run, so a second call
-    continues where an interrupted one stopped."""
+    small N prunes (the best of each layout promoted), large N decides, finalists repeated; a serial BLAS
+    is never paired with threads. Every trial is a stored run and the levels' N are kept with the session,
+    so the same command made again resumes it ("resuming session S (k trials stored)") and replays its
+    trials; a different space, system or budget starts a new session and says why."""
     _tune(HPL, budget, n, nodes, space, levels, eta, seed, repeats, name, campaign, block, final_n, out, dry_run,
           as_json)
 
