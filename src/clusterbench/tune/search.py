@@ -8,10 +8,12 @@ How it searches, and why:
   1/eta go up one level, and so on to the top level, which is the one that decides. The survivors
   of the top level are the bracket's finalists: they get `final_repeats` samples there. Cheap trials
   prune the clearly bad configurations; only a few ever cost a top-level run.
-- Promotion by group. Given `group` (HPL: a configuration's layout), each level below the top also
-  promotes the best of every group not among its best 1/eta: a small N can rank the groups otherwise
-  than the top N (two single-thread ranks beat one rank of two threads at N=3000, not at N=8000), and
-  a group pruned at a small N would never show where it wins. The top level promotes plain 1/eta.
+- Promotion by group. Given `group` (HPL: a configuration's layout), each level promotes the best 1/eta
+  of each group (so at least the best of each), and the top level sends each group's best to the finals:
+  a small N can rank the groups otherwise than the top N (two single-thread ranks beat one rank of two
+  threads at N=3000, not at N=8000), and a group pruned at a small N would never show where it wins.
+  When the budget is short, the promoted are cut from the end (each group's best stays first), so a
+  bracket always keeps a finalist whose repeats fit (_affordable).
 - Trials that do not count. A sample marked `uncounted` (the run finished but analysis/flags.counts
   refuses it: disturbed by other work, suspect, ...) is no evidence: it is neither a value nor a
   failure. The configuration is measured again (the next repeat); after MAX_UNCOUNTED such trials at
@@ -62,16 +64,14 @@ MAX_UNCOUNTED = 3  # trials of a configuration at a level that did not count (di
 
 def bracket_trials(candidates: int, levels: int, eta: int, final_repeats: int, groups: int = 1) -> list[int]:
     """How many trials a bracket of `candidates` runs at each level (the top's count includes the finals'
-    repeats of its survivors): 1/eta promoted per level, plus the best of each other group (promote_groups)
-    below the top. What the search spends and what the session's minimum budget is computed from."""
+    repeats of its survivors): 1/eta of each group promoted per level (_Search._promote: at most 1/eta of all
+    and one more per other group), the top's survivors being the finalists. What the search spends and what
+    the session's minimum budget is computed from."""
     out, alive = [], candidates
     for level in range(levels):
-        if level < levels - 1:
-            out.append(alive)
-            alive = min(alive, math.ceil(alive / eta) + max(groups - 1, 0))
-        else:
-            survivors = math.ceil(alive / eta)
-            out.append(alive + survivors * (final_repeats - 1))
+        survivors = min(alive, math.ceil(alive / eta) + max(groups - 1, 0))
+        out.append(alive if level < levels - 1 else alive + survivors * (final_repeats - 1))
+        alive = survivors
     return out
 
 
@@ -411,19 +411,45 @@ class _Search:
         return cost * self._ratio()
 
     def _promote(self, scored: list[tuple[float, int, Config]], level: int) -> list[Config]:
-        """The best 1/eta of a level go up; below the top, so does the best of each group (HPL: each layout)
-        not among them. A small N can rank the layouts otherwise than the top N does (at N=3000 two ranks
-        beat one rank of two threads, at N=8000 the reverse): a layout pruned at a small N would never
-        show where it wins. The top level decides: its survivors are plain 1/eta."""
+        """The best 1/eta of a level go up (from the top: to the finals); with groups (HPL: layouts), the best
+        1/eta of each group. A small N can rank the layouts otherwise than the top N does (at N=3000 two
+        ranks beat one rank of two threads, at N=8000 the reverse): a layout pruned at a small N would never
+        show where it wins, and one top-level sample each is too few to decide between layouts a few
+        percent apart, so each layout's best is a finalist (its repeats and the race decide)."""
         keep = [c for _, _, c in scored[: math.ceil(len(scored) / self.eta)]]
-        if self.group is None or level >= self.top:
+        if self.group is None:
             return keep
-        seen = {self.group(c) for c in keep}
+        by_group: dict = {}
         for _, _, config in scored:
-            if (g := self.group(config)) not in seen:
-                seen.add(g)
-                keep.append(config)
-        return keep
+            by_group.setdefault(self.group(config), []).append(config)
+        ranks = [configs[: math.ceil(len(configs) / self.eta)] for configs in by_group.values()]
+        # each group's best first, then each group's second...: what the budget trims last (_affordable)
+        return [r[i] for i in range(max(map(len, ranks), default=0)) for r in ranks if i < len(r)]
+
+    def _stored_next(self, config: Config, level: int) -> bool:
+        """Whether the evaluator says the next trial of `config` at `level` (the top for the finals) is stored."""
+        is_stored = getattr(self.ev, "is_stored", None)
+        level = min(level, self.top)
+        return bool(is_stored and is_stored(config, level, self.calls.get((config, level), 0)))
+
+    def _affordable(self, alive: list[Config], level: int) -> list[Config]:
+        """The promoted configurations cut from the end (the best of each group stay first) until the rest of
+        the bracket, from `level` to the finals' repeats, fits the budget left by the estimates: an estimate
+        that was low (the ratio is known only once trials ran) must not leave a bracket without finalists.
+        A configuration whose next trial is stored is never cut: a resume replays what the first call ran."""
+        left = self.budget - self.result.spent_s
+        while len(alive) > 1 and not self._stored_next(alive[-1], level):  # a replay is never cut
+            if level > self.top:  # the finals: their repeats at the top
+                cost = (self.repeats - 1) * sum(self.ev.estimate_s(c, self.top) for c in alive)
+            else:
+                counts = bracket_trials(len(alive), self.levels - level, self.eta, self.repeats,
+                                        self._groups(alive))
+                cost = sum(count * statistics.fmean(self.ev.estimate_s(c, level + i) for c in alive)
+                           for i, count in enumerate(counts))
+            if cost * self._ratio() <= left:
+                break
+            alive = alive[:-1]
+        return alive
 
     def _bracket(self, candidates: list[Config], start: int = 0) -> None:
         """Successive halving from level `start` to the top, then the finals: repeats of the survivors."""
@@ -432,6 +458,7 @@ class _Search:
             scored = [(v, i, c) for i, c in enumerate(alive) if (v := self._value(c, level)) is not None]
             scored.sort(key=lambda t: (-t[0], t[1]))
             alive = self._promote(scored, level)
+            alive = self._affordable(alive, level + 1)
         for config in alive:
             while config not in self.dead and len(self.values.get((config, self.top), [])) < self.repeats:
                 self._measure(config, self.top)

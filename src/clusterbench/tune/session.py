@@ -114,7 +114,7 @@ class TuneSession:
 
     def first_round_s(self) -> tuple[float, str]:
         """The smallest bracket the search runs (search.bracket_trials of min(eta, points) candidates: one
-        promoted per level, with the best of each other layout, the finalist's repeats), by the mean estimate
+        promoted per level and per layout, the finalists' repeats), by the mean estimate
         of each level: below it nothing useful runs. A larger budget starts with a larger bracket (up to
         eta^levels candidates); a smaller one is cut down to this one (search._fitting), never refused."""
         eta, repeats, levels = self.options.eta, self.options.repeats, self.levels

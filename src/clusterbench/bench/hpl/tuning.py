@@ -675,9 +675,10 @@ class HplTuning(Tuning):
         check_memory(value, memory_limit(system, nodes), option)
 
     def promotion_group(self, config: dict) -> str | None:
-        """A configuration's layout: the search promotes the best of each layout from a small N to the next
-        (tune/search.py's _promote), because N reorders the layouts: on the 2-core development VM two
-        single-thread ranks win at N=3000 and one rank of two threads at N=8000."""
+        """A configuration's layout: the search promotes the best 1/eta of each layout from a small N to the
+        next and each layout's best to the finals (tune/search.py's _promote), because N reorders the
+        layouts: on the 2-core development VM two single-thread ranks win at N=3000 and one rank of two
+        threads at N=8000."""
         grid = config.get("grid")
         return Grid.parse(grid).layout if grid else None
 
