@@ -320,3 +320,41 @@ def test_promotion_by_layout_finds_the_layout_that_wins_at_the_top_n():
     assert statistics.fmean(got["layout"]) > statistics.fmean(got["plain"])
     assert sum(v >= 0.99 for v in got["layout"]) > sum(v >= 0.99 for v in got["plain"])
     assert sum(v >= 0.97 for v in got["layout"]) >= 7
+
+
+class Recorded(FlipHpl):
+    """FlipHpl that records its calls and replays what `stored` holds (at no cost), saying so (is_stored)."""
+
+    def __init__(self, seed: int, stored: dict | None = None):
+        super().__init__(seed)
+        self.stored, self.calls = stored or {}, []
+
+    def is_stored(self, config: Config, level: int, repeat: int) -> bool:
+        return (config, level, repeat) in self.stored
+
+    def evaluate(self, config: Config, level: int, repeat: int) -> Sample:
+        self.calls.append((config, level, repeat))
+        if (config, level, repeat) in self.stored:
+            old = self.stored[(config, level, repeat)]
+            return Sample(config, level, repeat, old.value, old.seconds, True, replayed=True)
+        return super().evaluate(config, level, repeat)
+
+
+@pytest.mark.parametrize("budget", [60.0, 100.0, 160.0])
+def test_a_resume_makes_the_first_calls_cut_decisions(budget):
+    """A first call whose budget cut its bracket and trimmed its promotions; the same search again with a
+    larger budget replays every trial of the first, in the same order, before it runs anything new."""
+    space = Space({"nb": [128, 192, 256], "grid": ["mpi 1x2", "mpi 2x1", "hyb 1x1"], "blas": ["pth", "blis"],
+                   "depth": [0, 1]})
+
+    def layout(config: Config) -> str:
+        return config.as_dict()["grid"].split()[0]
+
+    first = Recorded(1)
+    one = search(space, 3, first, budget, seed=2, group=layout, clock=lambda: first.now)
+    assert one.stopped.startswith("budget")
+    stored = {(s.config, s.level, s.repeat): s for s in one.trials}
+    second = Recorded(2, stored)
+    two = search(space, 3, second, 4 * budget, seed=2, group=layout, clock=lambda: second.now)
+    assert second.calls[: len(first.calls)] == first.calls
+    assert all(s.replayed for s in two.trials[: len(one.trials)]) and len(two.trials) > len(one.trials)

@@ -25,12 +25,14 @@ How it searches, and why:
   (three rounds of one, up to `10 * final_repeats` each) to the incumbent and to the best eta-1
   finalists whose intervals overlap it: with a 5% noise, a median of three among dozens of finalists
   is a lucky draw as often as a good configuration.
-- The schedule never depends on the budget or on wall time: the sequence of evaluate() calls is a
-  function of the space, levels, seed, prior and the sample values only. The budget only decides
-  where the sequence is cut. A bracket starts only if its estimated cost up to its finals' repeats
-  fits in what is left (that is how budget is kept aside for the repeats); a trial starts
-  only if its estimate fits. So a second call, whose stored trials are replayed at no cost, walks
-  the same path and continues where the first one stopped.
+- The schedule depends on the budget only where the budget cuts it, and a resume repeats those cuts:
+  the sequence of evaluate() calls is a function of the space, levels, seed, prior and the sample
+  values, except that a bracket too costly for what is left is cut to fewer candidates (_fitting), a
+  level's promoted are cut so its finals' repeats fit (_affordable), and a trial starts only if its
+  estimate fits. A second call, whose stored trials are replayed at no cost, makes the first call's
+  cuts from what is stored (a bracket is its candidates whose level-0 trial is stored, a promotion
+  its configurations whose next trial is stored), so it walks the same path and continues where the
+  first one stopped.
 - Fresh candidates come a share by the prior's rank, the rest at random. After each bracket the
   incumbent's neighbours (one dimension moved one step) that never ran at the top level run there
   once, the best 1/eta going to the finals: NB has a smooth optimum, and its small-N optimum is not
@@ -294,6 +296,7 @@ class _Search:
             pool = shuffled or list(dict.fromkeys(self._random_config() for _ in range(PRIOR_POOL)))
             ranked = sorted(pool, key=prior, reverse=True)  # stable: equal predictions keep shuffled order
         by_prior, at_random = iter(ranked), iter(shuffled)
+        given: set[Config] = set()
         taken = 0
         misses = 0
         while True:
@@ -307,13 +310,14 @@ class _Search:
                 if small:
                     return
                 config = self._random_config()
-            if config in self.entered:
+            if config in self.entered or config in given:  # the prior's and the random stream meet
                 misses += 1
                 if not small and misses > 1000:  # a huge space that random draws keep missing: give up
                     return
                 continue
             misses = 0
             taken += 1
+            given.add(config)  # a batch is entered only once taken whole (_candidates): no twice in one bracket
             yield config
 
     def _candidates(self, count: int) -> list[Config]:
@@ -436,9 +440,14 @@ class _Search:
         """The promoted configurations cut from the end (the best of each group stay first) until the rest of
         the bracket, from `level` to the finals' repeats, fits the budget left by the estimates: an estimate
         that was low (the ratio is known only once trials ran) must not leave a bracket without finalists.
-        A configuration whose next trial is stored is never cut: a resume replays what the first call ran."""
+        On a resume (the first promoted's next trial is stored) the cut is the first call's: the promoted
+        whose next trial is stored, so the replay makes the first call's decisions."""
+        if alive and self._stored_next(alive[0], level):  # a resume: the first call's promotion, as it was cut
+            while len(alive) > 1 and not self._stored_next(alive[-1], level):
+                alive = alive[:-1]
+            return alive
         left = self.budget - self.result.spent_s
-        while len(alive) > 1 and not self._stored_next(alive[-1], level):  # a replay is never cut
+        while len(alive) > 1:
             if level > self.top:  # the finals: their repeats at the top
                 cost = (self.repeats - 1) * sum(self.ev.estimate_s(c, self.top) for c in alive)
             else:
@@ -491,14 +500,18 @@ class _Search:
             while True:
                 before = len(self.result.trials)
                 candidates = self._candidates(size)
-                if candidates:
+                if candidates and self._replaying(candidates):
+                    # a resume: the first call's bracket, as its budget cut it (its stored trials at level 0)
+                    candidates = candidates[: self._stored_prefix(candidates)]
+                elif candidates:
                     need = self._bracket_cost(candidates)
-                    if self.result.spent_s + need > self.budget and not self._replaying(candidates):
+                    if self.result.spent_s + need > self.budget:
                         candidates = self._fitting(candidates)
                         if not candidates:
                             self._tail()
                             raise _Stop(f"budget: the next bracket needs about {need:.0f} s, "
                                         f"{self.budget - self.result.spent_s:.0f} s left")
+                if candidates:
                     self._bracket(candidates)
                 self._refine()
                 for _ in range(RACE_ROUNDS):
@@ -531,9 +544,15 @@ class _Search:
 
     def _replaying(self, candidates: list[Config]) -> bool:
         """Whether the evaluator says the bracket's first trial is stored: then a resume replays it."""
-        is_stored = getattr(self.ev, "is_stored", None)
-        first = candidates[0]
-        return bool(is_stored and is_stored(first, 0, self.calls.get((first, 0), 0)))
+        return self._stored_next(candidates[0], 0)
+
+    def _stored_prefix(self, candidates: list[Config]) -> int:
+        """How many of the bracket's first candidates have their level-0 trial stored: the bracket the first
+        call ran (cut by its budget, or interrupted: it then promoted nothing from this level)."""
+        count = 0
+        while count < len(candidates) and self._stored_next(candidates[count], 0):
+            count += 1
+        return count
 
 
 def search(space: Space, levels: int, evaluator: Evaluator, budget_s: float, *, seed: int = 0,
