@@ -240,7 +240,7 @@ def why_new(store: Store | None, asked: dict) -> str:
             break
     before = store.first_kept(SESSION_KEY + last) if last else None
     if not before:
-        return "no earlier tuning session is stored" if last is None else ""
+        return "no earlier tuning session found" if last is None else ""
     now = json.loads(json.dumps(asked, sort_keys=True, default=str))
     differ = [_ASKED_WORDS.get(k, k) for k in now if k != "benchmark" and before.get(k) != now[k]]
     if not differ:
