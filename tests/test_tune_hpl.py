@@ -267,3 +267,29 @@ benchmarks:
               "--repeats", "2", "--out", str(tmp_path / "c"), "--json", timeout=240)
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["trials"]["ran"] >= 1
+
+
+# ---------------------------------------------------------------- the command given twice
+
+
+@needs_search
+def test_tune_given_twice_replays_the_first_sessions_trials(xhpl, tmp_path, isolated_db):
+    """The acceptance: the same `tune hpl` (N sized from the budget, not given) run again resumes the session
+    and replays every trial the first call ran."""
+    args = ["tune", "hpl", "--budget", "20s", "--levels", "2", "--eta", "2", "--repeats", "2",
+            "--space", "nb=64,128", "--space", "grid=mpi 1x2", "--space", "bcast=1rm,2rm", "--space", "depth=1",
+            "--space", "pfact=right", "--space", "blas=openblas-pthread", "--json"]
+    env = {"CLUSTERBENCH_XHPL": xhpl}
+    one = cli(*args, "--out", str(tmp_path / "one"), env=env, timeout=300)
+    assert one.returncode == 0, one.stderr
+    first = json.loads(one.stdout)
+    assert first["trials"]["ran"] >= 1
+    two = cli(*args, "--out", str(tmp_path / "two"), env=env, timeout=300)
+    assert two.returncode == 0, two.stderr
+    second = json.loads(two.stdout)
+    assert second["session"] == first["session"] and second["levels_n"] == first["levels_n"]
+    assert f"resuming session {first['session']}" in two.stderr
+    ran_first = {line.split(",")[1] for line in (tmp_path / "one" / "trials.csv").read_text().splitlines()[1:]}
+    replayed = {line.split(",")[1] for line in (tmp_path / "two" / "trials.csv").read_text().splitlines()[1:]
+                if line.endswith(",1")}
+    assert ran_first <= replayed, "the second call ran again a trial the first one finished"

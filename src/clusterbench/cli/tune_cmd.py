@@ -40,7 +40,8 @@ def _space_items(items: list[str], example: str = EXAMPLE) -> dict:
 
 @tune_app.command(HPL)
 def tune_hpl(
-    budget: Annotated[str, typer.Option(help="Time budget of the search, e.g. 30m, 2h.")] = "10m",
+    budget: Annotated[str, typer.Option(help="Time budget of the search, e.g. 30m, 2h (too small: the minimum "
+                                        "is said; --dry-run prints it).")] = "10m",
     n: Annotated[int | None, typer.Option("--n", help="Top level's N (default: sized from the budget and "
                                           "memory).")] = None,
     nodes: Annotated[int, typer.Option(help="Nodes per trial.")] = 1,
@@ -66,8 +67,10 @@ def tune_hpl(
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Search HPL's configurations (NB, grid and layout, BLAS, algorithm knobs) within a time budget:
-    small N prunes, large N decides, finalists repeated; every trial is a stored run, so a second call
-    continues where an interrupted one stopped."""
+    small N prunes (the best of each layout promoted), large N decides, finalists repeated; a serial BLAS
+    is never paired with threads. Every trial is a stored run and the levels' N are kept with the session,
+    so the same command made again resumes it ("resuming session S (k trials stored)") and replays its
+    trials; a different space, system or budget starts a new session and says why."""
     _tune(HPL, budget, n, nodes, space, levels, eta, seed, repeats, name, campaign, block, final_n, out, dry_run,
           as_json)
 
@@ -104,6 +107,7 @@ def _tune(benchmark: str, budget: str, n: int | None, nodes: int, space: list[st
     with open_store() as store:
         store.remember_system(system)
         session = prepare(store, options, system, site=site, site_key=site_key, system_id=system.fingerprint())
+        err_console.print(escape(session.note()))  # resuming a stored session, or a new one and why (stderr)
         if dry_run:
             _print_dry_run(session, as_json)
             return
@@ -116,7 +120,8 @@ def _print_dry_run(session, as_json: bool) -> None:
     info = {"session": session.name, "space": tspace.space.dims, "space_size": tspace.space.size,
             "fixed": tspace.fixed, "levels_n": tspace.fidelities, "rates": session.rates_source,
             "cheapest_trial_s": cost, "budget_s": session.options.budget_s,
-            "sweep_estimate_s": session.sweep_estimate_s()}
+            "minimum_budget_s": session.first_round_s()[0], "space_dropped": tspace.space.dropped,
+            "session_note": session.note(), "sweep_estimate_s": session.sweep_estimate_s()}
     if as_json:
         print(json.dumps(info, indent=2, default=str))
         return
@@ -127,16 +132,19 @@ def _print_dry_run(session, as_json: bool) -> None:
     console.print(table)
     console.print(f"levels: {session.tuning.fidelity.upper()} = {', '.join(str(x) for x in tspace.fidelities)}; "
                   f"fixed: {escape(json.dumps(tspace.fixed, default=str))}")
+    for note in tspace.space.dropped:
+        console.print(f"space: {escape(note)}")
     console.print(f"model rates: {escape(session.rates_source)}")
-    console.print(f"cheapest trial about {cost:.1f} s; budget {session.options.budget_s:.0f} s; an exhaustive sweep "
+    console.print(f"cheapest trial about {cost:.1f} s; minimum budget about {_duration(session.first_round_s()[0])}; "
+                  f"budget {session.options.budget_s:.0f} s; an exhaustive sweep "
                   f"(every point once at {session.fidelity_text(-1)}) would take about "
                   f"{_duration(session.sweep_estimate_s())}")
 
 
 def _duration(seconds: float) -> str:
-    from clusterbench.units import format_duration
+    from clusterbench.cli.progress import fmt_duration
 
-    return format_duration(seconds) if math.isfinite(seconds) else "?"
+    return fmt_duration(seconds if math.isfinite(seconds) else None)
 
 
 def _run(store, session, out: Path, as_json: bool) -> None:
@@ -202,7 +210,9 @@ def _print_result(session, result, info: dict, paths: dict) -> None:
                           "yes" if f["indistinguishable_from_best"] else "no")
         console.print(table)
     t = info["trials"]
-    console.print(f"trials: {t['ran']} run, {t['replayed']} replayed from the store, {t['invalid']} invalid; "
+    uncounted = f", {t['uncounted']} not counted (disturbed or flagged: measured again)" if t.get("uncounted") else ""
+    console.print(f"trials: {t['ran']} run, {t['replayed']} replayed from the store, {t['invalid']} invalid"
+                  f"{uncounted}; "
                   f"budget {result.spent_s:.0f} of {session.options.budget_s:.0f} s spent ({escape(result.stopped)})")
     console.print(f"an exhaustive sweep of the {session.tspace.space.size:,} points at {session.fidelity_text(-1)} "
                   f"would take about {_duration(info['sweep_estimate_s'])}")

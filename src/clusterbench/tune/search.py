@@ -8,17 +8,31 @@ How it searches, and why:
   1/eta go up one level, and so on to the top level, which is the one that decides. The survivors
   of the top level are the bracket's finalists: they get `final_repeats` samples there. Cheap trials
   prune the clearly bad configurations; only a few ever cost a top-level run.
+- Promotion by group. Given `group` (HPL: a configuration's layout), each level promotes the best 1/eta
+  of each group (so at least the best of each), and the top level sends each group's best to the finals:
+  a small N can rank the groups otherwise than the top N (two single-thread ranks beat one rank of two
+  threads at N=3000, not at N=8000), and a group pruned at a small N would never show where it wins.
+  When the budget is short, the promoted are cut from the end (each group's best stays first), so a
+  bracket always keeps a finalist whose repeats fit (_affordable).
+- Trials that do not count. A sample marked `uncounted` (the run finished but analysis/flags.counts
+  refuses it: disturbed by other work, suspect, ...) is no evidence: it is neither a value nor a
+  failure. The configuration is measured again (the next repeat); after MAX_UNCOUNTED such trials at
+  one level it is dropped.
+- The space may pair dimensions (Space.joint: HPL's serial BLAS only with one thread per rank): a
+  point outside the pairs is never a candidate or a neighbour.
 - No best from one sample. Only a configuration with `final_repeats` valid top-level samples can be
   the incumbent, and the incumbent is their median. After each bracket a race gives more samples
   (three rounds of one, up to `10 * final_repeats` each) to the incumbent and to the best eta-1
   finalists whose intervals overlap it: with a 5% noise, a median of three among dozens of finalists
   is a lucky draw as often as a good configuration.
-- The schedule never depends on the budget or on wall time: the sequence of evaluate() calls is a
-  function of the space, levels, seed, prior and the sample values only. The budget only decides
-  where the sequence is cut. A bracket starts only if its estimated cost up to its finals' repeats
-  fits in what is left (that is how budget is kept aside for the repeats); a trial starts
-  only if its estimate fits. So a second call, whose stored trials are replayed at no cost, walks
-  the same path and continues where the first one stopped.
+- The schedule depends on the budget only where the budget cuts it, and a resume repeats those cuts:
+  the sequence of evaluate() calls is a function of the space, levels, seed, prior and the sample
+  values, except that a bracket too costly for what is left is cut to fewer candidates (_fitting), a
+  level's promoted are cut so its finals' repeats fit (_affordable), and a trial starts only if its
+  estimate fits. A second call, whose stored trials are replayed at no cost, makes the first call's
+  cuts from what is stored (a bracket is its candidates whose level-0 trial is stored, a promotion
+  its configurations whose next trial is stored), so it walks the same path and continues where the
+  first one stopped.
 - Fresh candidates come a share by the prior's rank, the rest at random. After each bracket the
   incumbent's neighbours (one dimension moved one step) that never ran at the top level run there
   once, the best 1/eta going to the finals: NB has a smooth optimum, and its small-N optimum is not
@@ -47,6 +61,20 @@ PRIOR_POOL = 5_000  # how many configurations of a large space the prior ranks
 PRIOR_SHARE = 0.5  # share of a bracket's fresh candidates chosen by the prior's rank
 RACE_ROUNDS = 3  # race rounds after each bracket: about as many top-level trials as the bracket's own
 RACE_CAP = 10  # the race stops at RACE_CAP * final_repeats samples per configuration
+MAX_UNCOUNTED = 3  # trials of a configuration at a level that did not count (disturbed...) before it is dropped
+
+
+def bracket_trials(candidates: int, levels: int, eta: int, final_repeats: int, groups: int = 1) -> list[int]:
+    """How many trials a bracket of `candidates` runs at each level (the top's count includes the finals'
+    repeats of its survivors): 1/eta of each group promoted per level (_Search._promote: at most 1/eta of all
+    and one more per other group), the top's survivors being the finalists. What the search spends and what
+    the session's minimum budget is computed from."""
+    out, alive = [], candidates
+    for level in range(levels):
+        survivors = min(alive, math.ceil(alive / eta) + max(groups - 1, 0))
+        out.append(alive if level < levels - 1 else alive + survivors * (final_repeats - 1))
+        alive = survivors
+    return out
 
 
 @dataclass(frozen=True, order=True)
@@ -69,19 +97,55 @@ class Config:
 
 @dataclass
 class Space:
-    """Discrete dimensions, each an ordered list of values (order matters for neighbours)."""
+    """Discrete dimensions, each an ordered list of values (order matters for neighbours).
+
+    `joint`: dimensions whose values only go together in the combinations listed, e.g. HPL's
+    ("blas", "grid"): a serial BLAS only with one thread per rank, a threaded layout only with a threaded
+    BLAS. The space is then the product of the other dimensions and of these combinations: a point
+    outside them is never a candidate, a neighbour or counted in `size`. `dropped`: sentences saying what
+    the declaration left out and why (shown with the space)."""
 
     dims: dict[str, list[Any]]
+    joint: dict[tuple[str, ...], list[tuple]] = field(default_factory=dict)
+    dropped: list[str] = field(default_factory=list)
+
+    def _units(self) -> list[tuple[tuple[str, ...], list[tuple]]]:
+        """The independent parts of the space: each free dimension alone, each joint group's combinations
+        (those whose values are all still in the dimensions)."""
+        grouped = {k for keys in self.joint for k in keys}
+        units = [((name,), [(v,) for v in values]) for name, values in self.dims.items() if name not in grouped]
+        for keys, combos in self.joint.items():
+            units.append((keys, [c for c in dict.fromkeys(tuple(c) for c in combos)
+                                 if all(k in self.dims and v in self.dims[k] for k, v in zip(keys, c, strict=True))]))
+        return units
 
     @property
     def size(self) -> int:
         out = 1
-        for values in self.dims.values():
+        for _keys, values in self._units():
             out *= len(values)
         return out
 
+    def configs(self) -> Iterator[Config]:
+        """Every point, in the dimensions' order (only for a space small enough to list)."""
+        units = self._units()
+        for combo in itertools.product(*(values for _keys, values in units)):
+            yield Config.of({k: v for (keys, _), part in zip(units, combo, strict=True)
+                             for k, v in zip(keys, part, strict=True)})
+
+    def random(self, rng: random.Random) -> Config:
+        return Config.of({k: v for keys, values in self._units() for k, v in zip(keys, rng.choice(values),
+                                                                                strict=True)})
+
+    def allowed(self, values: dict[str, Any]) -> bool:
+        """Whether a point (or a partial one: groups it does not fully state are not checked) is in the space."""
+        for keys, combos in self.joint.items():
+            if all(k in values for k in keys) and tuple(values[k] for k in keys) not in {tuple(c) for c in combos}:
+                return False
+        return True
+
     def neighbours(self, config: Config) -> list[Config]:
-        """Configurations with one dimension moved one step in its ordered values."""
+        """Configurations with one dimension moved one step in its ordered values (those in the space)."""
         out = []
         values = config.as_dict()
         for name in sorted(self.dims):
@@ -90,7 +154,7 @@ class Space:
                 continue
             i = ordered.index(values[name])
             for j in (i - 1, i + 1):
-                if 0 <= j < len(ordered):
+                if 0 <= j < len(ordered) and self.allowed({**values, name: ordered[j]}):
                     out.append(Config.of({**values, name: ordered[j]}))
         return out
 
@@ -107,6 +171,10 @@ class Sample:
     valid: bool
     run_id: str | None = None
     replayed: bool = False  # found in the store: costs no budget
+    # The run finished but does not count (analysis/flags.counts: disturbed by other work, suspect,
+    # truncated, excluded): its figure is no evidence either way, so it is measured again (a new repeat),
+    # neither promoted on nor held against the configuration, up to MAX_UNCOUNTED times.
+    uncounted: bool = False
 
 
 class Evaluator(Protocol):
@@ -193,8 +261,11 @@ class _Search:
 
     def __init__(self, space: Space, levels: int, evaluator: Evaluator, budget_s: float, seed: int,
                  prior: Callable[[Config], float] | None, eta: int, final_repeats: int,
-                 progress: Callable[[Sample, SearchResult], None] | None, clock: Callable[[], float]):
+                 progress: Callable[[Sample, SearchResult], None] | None, clock: Callable[[], float],
+                 group: Callable[[Config], Any] | None = None):
         self.space, self.levels, self.ev, self.budget = space, levels, evaluator, budget_s
+        self.group = group
+        self.uncounted: dict[tuple[Config, int], int] = {}  # trials per (config, level) that did not count
         self.eta, self.repeats, self.progress, self.clock = eta, final_repeats, progress, clock
         self.top = levels - 1
         self.rng = random.Random(seed)
@@ -210,15 +281,13 @@ class _Search:
     # --- candidates -------------------------------------------------------------------------------------------
 
     def _random_config(self) -> Config:
-        return Config.of({name: self.rng.choice(values) for name, values in self.space.dims.items()})
+        return self.space.random(self.rng)
 
     def _fresh(self, prior: Callable[[Config], float] | None) -> Iterator[Config]:
         """Configurations not yet entered: by the prior's rank (a share) interleaved with random ones."""
         small = self.space.size <= ENUMERATE_UP_TO
         if small:
-            names = list(self.space.dims)
-            shuffled = [Config.of(dict(zip(names, combo, strict=True)))
-                        for combo in itertools.product(*self.space.dims.values())]
+            shuffled = list(self.space.configs())
             self.rng.shuffle(shuffled)
         else:
             shuffled = []
@@ -227,6 +296,7 @@ class _Search:
             pool = shuffled or list(dict.fromkeys(self._random_config() for _ in range(PRIOR_POOL)))
             ranked = sorted(pool, key=prior, reverse=True)  # stable: equal predictions keep shuffled order
         by_prior, at_random = iter(ranked), iter(shuffled)
+        given: set[Config] = set()
         taken = 0
         misses = 0
         while True:
@@ -240,13 +310,14 @@ class _Search:
                 if small:
                     return
                 config = self._random_config()
-            if config in self.entered:
+            if config in self.entered or config in given:  # the prior's and the random stream meet
                 misses += 1
                 if not small and misses > 1000:  # a huge space that random draws keep missing: give up
                     return
                 continue
             misses = 0
             taken += 1
+            given.add(config)  # a batch is entered only once taken whole (_candidates): no twice in one bracket
             yield config
 
     def _candidates(self, count: int) -> list[Config]:
@@ -285,7 +356,11 @@ class _Search:
             self.measured_s += sample.seconds if sample.replayed else took
             self.estimated_s += estimate
         self.result.trials.append(sample)
-        if sample.valid and not math.isnan(sample.value):
+        if sample.uncounted:  # no evidence: measured again next time it is asked for, dropped after a few
+            self.uncounted[(config, level)] = self.uncounted.get((config, level), 0) + 1
+            if self.uncounted[(config, level)] >= MAX_UNCOUNTED:
+                self.dead.add(config)
+        elif sample.valid and not math.isnan(sample.value):
             self.values.setdefault((config, level), []).append(float(sample.value))
         else:
             self.dead.add(config)
@@ -295,8 +370,8 @@ class _Search:
 
     def _value(self, config: Config, level: int) -> float | None:
         """The median at `level`, measuring once if there is no sample yet; None for a dropped config."""
-        if config not in self.dead and (config, level) not in self.values:
-            self._measure(config, level)
+        while config not in self.dead and (config, level) not in self.values:
+            self._measure(config, level)  # a trial that did not count is measured again (MAX_UNCOUNTED bounds it)
         if config in self.dead:
             return None
         return statistics.median(self.values[(config, level)])
@@ -324,17 +399,66 @@ class _Search:
 
     # --- brackets ---------------------------------------------------------------------------------------------
 
+    def _groups(self, configs: list[Config]) -> int:
+        return len({self.group(c) for c in configs}) if self.group is not None else 1
+
     def _bracket_cost(self, candidates: list[Config]) -> float:
-        """Estimated cost of a bracket up to its finals' repeats (trials at level 0 already measured cost 0)."""
-        cost, alive = 0.0, len(candidates)
-        for level in range(self.levels):
-            todo = [c for c in candidates if (c, level) not in self.values]
+        """Estimated cost of a bracket up to its finals' repeats (trials at level 0 already measured cost 0);
+        the race is optional, checked trial by trial."""
+        counts = bracket_trials(len(candidates), self.levels, self.eta, self.repeats, self._groups(candidates))
+        cost = 0.0
+        for level, count in enumerate(counts):
             mean = statistics.fmean(self.ev.estimate_s(c, level) for c in candidates)
-            cost += mean * (min(alive, len(todo)) if level == 0 else alive)
-            alive = math.ceil(alive / self.eta)
-        top = statistics.fmean(self.ev.estimate_s(c, self.top) for c in candidates)
-        cost += top * alive * (self.repeats - 1)  # the finals; the race is optional, checked trial by trial
+            if level == 0:
+                count = min(count, len([c for c in candidates if (c, 0) not in self.values]))
+            cost += mean * count
         return cost * self._ratio()
+
+    def _promote(self, scored: list[tuple[float, int, Config]], level: int) -> list[Config]:
+        """The best 1/eta of a level go up (from the top: to the finals); with groups (HPL: layouts), the best
+        1/eta of each group. A small N can rank the layouts otherwise than the top N does (at N=3000 two
+        ranks beat one rank of two threads, at N=8000 the reverse): a layout pruned at a small N would never
+        show where it wins, and one top-level sample each is too few to decide between layouts a few
+        percent apart, so each layout's best is a finalist (its repeats and the race decide)."""
+        keep = [c for _, _, c in scored[: math.ceil(len(scored) / self.eta)]]
+        if self.group is None:
+            return keep
+        by_group: dict = {}
+        for _, _, config in scored:
+            by_group.setdefault(self.group(config), []).append(config)
+        ranks = [configs[: math.ceil(len(configs) / self.eta)] for configs in by_group.values()]
+        # each group's best first, then each group's second...: what the budget trims last (_affordable)
+        return [r[i] for i in range(max(map(len, ranks), default=0)) for r in ranks if i < len(r)]
+
+    def _stored_next(self, config: Config, level: int) -> bool:
+        """Whether the evaluator says the next trial of `config` at `level` (the top for the finals) is stored."""
+        is_stored = getattr(self.ev, "is_stored", None)
+        level = min(level, self.top)
+        return bool(is_stored and is_stored(config, level, self.calls.get((config, level), 0)))
+
+    def _affordable(self, alive: list[Config], level: int) -> list[Config]:
+        """The promoted configurations cut from the end (the best of each group stay first) until the rest of
+        the bracket, from `level` to the finals' repeats, fits the budget left by the estimates: an estimate
+        that was low (the ratio is known only once trials ran) must not leave a bracket without finalists.
+        On a resume (the first promoted's next trial is stored) the cut is the first call's: the promoted
+        whose next trial is stored, so the replay makes the first call's decisions."""
+        if alive and self._stored_next(alive[0], level):  # a resume: the first call's promotion, as it was cut
+            while len(alive) > 1 and not self._stored_next(alive[-1], level):
+                alive = alive[:-1]
+            return alive
+        left = self.budget - self.result.spent_s
+        while len(alive) > 1:
+            if level > self.top:  # the finals: their repeats at the top
+                cost = (self.repeats - 1) * sum(self.ev.estimate_s(c, self.top) for c in alive)
+            else:
+                counts = bracket_trials(len(alive), self.levels - level, self.eta, self.repeats,
+                                        self._groups(alive))
+                cost = sum(count * statistics.fmean(self.ev.estimate_s(c, level + i) for c in alive)
+                           for i, count in enumerate(counts))
+            if cost * self._ratio() <= left:
+                break
+            alive = alive[:-1]
+        return alive
 
     def _bracket(self, candidates: list[Config], start: int = 0) -> None:
         """Successive halving from level `start` to the top, then the finals: repeats of the survivors."""
@@ -342,7 +466,8 @@ class _Search:
         for level in range(start, self.levels):
             scored = [(v, i, c) for i, c in enumerate(alive) if (v := self._value(c, level)) is not None]
             scored.sort(key=lambda t: (-t[0], t[1]))
-            alive = [c for _, _, c in scored[: math.ceil(len(scored) / self.eta)]]
+            alive = self._promote(scored, level)
+            alive = self._affordable(alive, level + 1)
         for config in alive:
             while config not in self.dead and len(self.values.get((config, self.top), [])) < self.repeats:
                 self._measure(config, self.top)
@@ -375,14 +500,18 @@ class _Search:
             while True:
                 before = len(self.result.trials)
                 candidates = self._candidates(size)
-                if candidates:
+                if candidates and self._replaying(candidates):
+                    # a resume: the first call's bracket, as its budget cut it (its stored trials at level 0)
+                    candidates = candidates[: self._stored_prefix(candidates)]
+                elif candidates:
                     need = self._bracket_cost(candidates)
-                    if self.result.spent_s + need > self.budget and not self._replaying(candidates):
+                    if self.result.spent_s + need > self.budget:
                         candidates = self._fitting(candidates)
                         if not candidates:
                             self._tail()
                             raise _Stop(f"budget: the next bracket needs about {need:.0f} s, "
                                         f"{self.budget - self.result.spent_s:.0f} s left")
+                if candidates:
                     self._bracket(candidates)
                 self._refine()
                 for _ in range(RACE_ROUNDS):
@@ -398,8 +527,9 @@ class _Search:
         left: a smaller successive halving still spends the end of the budget on new configurations.
         Fewer than eta candidates is no halving at all: none then."""
         left = self.budget - self.result.spent_s
-        while len(candidates) >= self.eta and self._bracket_cost(candidates) > left:
-            candidates = candidates[: len(candidates) // self.eta * (self.eta - 1) or len(candidates) - 1]
+        while len(candidates) > self.eta and self._bracket_cost(candidates) > left:
+            fewer = len(candidates) // self.eta * (self.eta - 1) or len(candidates) - 1
+            candidates = candidates[: max(fewer, self.eta)]  # eta is the smallest halving: always tried
         return candidates if len(candidates) >= self.eta and self._bracket_cost(candidates) <= left else []
 
     def _tail(self) -> None:
@@ -414,19 +544,27 @@ class _Search:
 
     def _replaying(self, candidates: list[Config]) -> bool:
         """Whether the evaluator says the bracket's first trial is stored: then a resume replays it."""
-        is_stored = getattr(self.ev, "is_stored", None)
-        first = candidates[0]
-        return bool(is_stored and is_stored(first, 0, self.calls.get((first, 0), 0)))
+        return self._stored_next(candidates[0], 0)
+
+    def _stored_prefix(self, candidates: list[Config]) -> int:
+        """How many of the bracket's first candidates have their level-0 trial stored: the bracket the first
+        call ran (cut by its budget, or interrupted: it then promoted nothing from this level)."""
+        count = 0
+        while count < len(candidates) and self._stored_next(candidates[count], 0):
+            count += 1
+        return count
 
 
 def search(space: Space, levels: int, evaluator: Evaluator, budget_s: float, *, seed: int = 0,
            prior: Callable[[Config], float] | None = None, eta: int = 3, final_repeats: int = 3,
            progress: Callable[[Sample, SearchResult], None] | None = None,
-           clock: Callable[[], float] = time.monotonic) -> SearchResult:
+           clock: Callable[[], float] = time.monotonic, group: Callable[[Config], Any] | None = None) -> SearchResult:
     """Search `space` for the configuration with the highest top-level median within `budget_s`.
 
     `budget_s` counts the wall time (by `clock`) of evaluate() calls that were not replayed, nothing
     else. The result's `stopped` says why the search ended; `best` is None when no configuration got
-    `final_repeats` valid samples at the top level."""
+    `final_repeats` valid samples at the top level. `group` (HPL: a configuration's layout): below the top,
+    the best of each group is promoted besides the best 1/eta (_Search._promote)."""
     _check(space, levels, budget_s, eta, final_repeats)
-    return _Search(space, levels, evaluator, budget_s, seed, prior, eta, final_repeats, progress, clock).run()
+    return _Search(space, levels, evaluator, budget_s, seed, prior, eta, final_repeats, progress, clock,
+                   group).run()

@@ -1,6 +1,7 @@
 """The space one session searches: the benchmark's tunable space, the values every trial shares, the levels.
 
-What the dimensions are, their defaults and bounds, and the fidelity levels are the benchmark's: its
+What the dimensions are, their defaults and bounds, which of their values only go together (HPL: a
+serial BLAS only with one thread per rank) and the fidelity levels are the benchmark's: its
 tuning declaration (bench/declare.py's `Tuning`, e.g. bench/hpl/tuning.py) builds and checks them
 before anything runs. Here they become the search's Space (tune/search.py).
 """
@@ -33,4 +34,6 @@ def build_space(tuning: Tuning, system: SystemInfo, nodes: int, user: dict[str, 
     """The declaration's space from its defaults and the user's dimensions (`option(key)` names where each
     was written, for messages: '--space nb=...' or 'FILE: benchmarks[0].space.nb'), and the fixed values."""
     declared, fixed = tuning.space(system, nodes, user, option=option, fixed=fixed)
-    return Space(declared.dims), fixed
+    # a declaration may say which values only go together (`joint`) and what it left out (`dropped`)
+    return Space(declared.dims, dict(getattr(declared, "joint", {}) or {}),
+                 list(getattr(declared, "dropped", []) or [])), fixed

@@ -13,6 +13,10 @@ the declaration's model (e.g. HPL's analytic model) fed with the inputs measured
 (tune/rates.py), plus the start-up of one run. The estimates are then corrected by what finished trials
 really took (the median ratio of measured to estimated), so a machine slower than its rates, or a
 harness with more overhead, does not overspend the budget.
+
+A finished trial whose run does not count (analysis/flags.counts: disturbed by other work on its CPUs,
+suspect, truncated, excluded) is an `uncounted` sample: the search measures its configuration again
+and never promotes (or drops) it on that figure.
 """
 
 from __future__ import annotations
@@ -90,6 +94,7 @@ class TrialEvaluator:
     ran: int = 0
     replayed: int = 0
     invalid: int = 0
+    uncounted: int = 0  # trials that finished but do not count (disturbed, suspect, ...): measured again
     run_ids: list[str] = field(default_factory=list)  # every trial's run, in order, ran or replayed
     _points: dict = field(default_factory=dict)
 
@@ -177,20 +182,41 @@ class TrialEvaluator:
             raise KeyboardInterrupt
         values = [m.value for m in result.outcome.metrics if m.name == self.tuning.merit and m.valid]
         valid = result.status == "ok" and result.valid and bool(values)
+        uncounted = valid and not self.counts(run.id)
         self.ran += 1
         self.invalid += not valid
+        self.uncounted += uncounted
         self.run_ids.append(run.id)
-        return Sample(config, level, repeat, median_value(values) if valid else math.nan, seconds, valid, run.id)
+        return Sample(config, level, repeat, median_value(values) if valid and not uncounted else math.nan, seconds,
+                      valid and not uncounted, run.id, uncounted=uncounted)
+
+    def counts(self, run_id: str) -> bool:
+        """Whether the stored run counts (analysis/flags.counts): a run disturbed by other work (facts.disturbed),
+        suspect, truncated or excluded is no evidence of its configuration's speed, so the search measures it
+        again instead of promoting it (or dropping it) on its figure."""
+        from clusterbench.analysis.flags import counts
+
+        row = self.store.run(run_id)
+        if row is None:
+            return False
+        run = {k: row[k] for k in row.keys()}
+        try:
+            run["facts"] = json.loads(run.get("facts") or "{}")
+        except (TypeError, ValueError):
+            run["facts"] = {}
+        return counts(run)
 
     def _replay(self, config: Config, level: int, repeat: int, run: PlannedRun, row) -> Sample:
         values = [r["value"] for r in self.store.metrics(run.id) if r["name"] == self.tuning.merit and r["valid"]]
         valid = row["status"] == "ok" and bool(row["valid"]) and bool(values)
+        uncounted = valid and not self.counts(run.id)  # flagged since it ran (e.g. excluded): replayed as such
         seconds = float(row["duration_s"] or 0.0)
         self.replayed += 1
         self.invalid += not valid
+        self.uncounted += uncounted
         self.run_ids.append(run.id)
-        return Sample(config, level, repeat, median_value(values) if valid else math.nan, seconds, valid, run.id,
-                      replayed=True)
+        return Sample(config, level, repeat, median_value(values) if valid and not uncounted else math.nan, seconds,
+                      valid and not uncounted, run.id, replayed=True, uncounted=uncounted)
 
 
 def check_trial(evaluator: TrialEvaluator, config: Config, option: str) -> None:

@@ -8,9 +8,10 @@ The tuner (src/clusterbench/tune/) is generic; this is everything in it that is 
   64..384:32, values above the smallest trial's N dropped);
 - `grid`: "LAYOUT PxQ", the rank/thread layout and the process grid together, because a grid only
   exists for the rank count of its layout (P x Q = ranks). Layouts with the same ranks x threads as an
-  earlier one are the same run under another name and are left out (on a one-socket node the two
-  hybrids coincide);
-- `blas`: the installed BLAS variants ('default' when the system has none to choose);
+  earlier one are the same run under another name and are left out of the default (on a one-socket
+  node the two hybrids coincide); one the user names (`hybrid-node 1x1`) is taken as named;
+- `blas`: the installed BLAS variants ('default' when the system has none to choose), paired with the
+  grids (HplSpace.joint): a layout of more than one thread per rank only with a threaded variant;
 - HPL's algorithm knobs. By default only those the literature finds to matter after NB and P x Q
   (BCAST, DEPTH, PFACT); RFACT, NBMIN, NDIV, SWAP and its threshold keep HPL.dat's tuned defaults
   unless the user names them.
@@ -22,7 +23,7 @@ against the hpl benchmark's declared parameters; every count is bounded (MAX_VAL
 MAX_SIZE points) before a list is built.
 
 **The fidelity** is the problem size N: the top N (given, or sized so one trial takes about
-max(5 s, budget / 60) by the model, capped by memory), and below it N / eta^((top - k) / 3): a
+budget / 60, at least min(5 s, budget / 20), by the model, capped by memory), and below it N / eta^((top - k) / 3): a
 level-k trial costs about 1/eta of a level-(k+1) one, as successive halving wants.
 
 **The model** that predicts a trial's time (to keep the budget, and as the search's prior) is the
@@ -36,7 +37,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from clusterbench.bench.declare import StoredValue, Tuning, TuningSpace
 from clusterbench.bench.hpl.benchmark import HPL_KNOB_PARAMS, HPL_KNOBS, Hpl, knob_input
@@ -90,6 +91,22 @@ class Grid:
         return cls(layout, int(p), int(q))
 
 
+@dataclass
+class HplSpace(TuningSpace):
+    """HPL's space: the dimensions, and which grids and BLAS variants go together (`joint`, read by
+    tune/space.py): a serial BLAS only with one thread per rank. `dropped` says what was left out, why."""
+
+    joint: dict[tuple[str, ...], list[tuple]] = field(default_factory=dict)
+    dropped: list[str] = field(default_factory=list)
+
+
+def every_layout(system: SystemInfo, nodes: int) -> dict[str, Layout]:
+    """Every named layout of `nodes` nodes, those that coincide on this system included."""
+    topo = system.topology
+    sockets = max(topo.sockets, 1)
+    return layouts(nodes, sockets, max(topo.cores_total // sockets, 1))
+
+
 def distinct_layouts(system: SystemInfo, nodes: int) -> dict[str, Layout]:
     """The named layouts of `nodes` nodes, the first of each ranks x threads only."""
     topo = system.topology
@@ -112,6 +129,56 @@ def layout_grids(lay: Layout) -> list[str]:
 
 def default_blas(system: SystemInfo) -> list[str]:
     return sorted(blas_variants()) or [DEFAULT_BLAS]
+
+
+SERIAL_WORDS = ("serial", "seq", "sequential")
+THREADED_WORDS = ("openmp", "pthread", "thread", "omp", "tbb")
+
+
+def blas_threaded(blas: str, system: SystemInfo) -> bool | None:
+    """Whether a BLAS variant runs a rank's threads (True), one thread only (False), or cannot tell (None):
+    by its name (openblas-serial, blis-openmp, openblas-pthread); 'default' is the system's alternative,
+    when discovery named it."""
+    name = str(blas).lower()
+    if name == DEFAULT_BLAS:
+        variant = system.software.blas.variant if system.software and system.software.blas else None
+        return blas_threaded(variant, system) if variant and variant != DEFAULT_BLAS else None
+    if any(word in name for word in SERIAL_WORDS):
+        return False
+    if any(word in name for word in THREADED_WORDS):
+        return True
+    return None
+
+
+def pair_threads(dims: dict[str, list], lays: dict[str, Layout], system: SystemInfo) -> tuple[dict, list[str]]:
+    """The grid x BLAS combinations that use every core: a layout with more than one thread per rank only
+    with a threaded BLAS (a serial one leaves all but one core of each rank idle); a threaded BLAS with one
+    thread per rank is kept (it runs one thread). A BLAS whose threading cannot be told is kept, and said.
+    Returns the joint combinations ({} when nothing is dropped) and the sentences saying what was dropped."""
+    grids_, blases = dims.get("grid"), dims.get("blas")
+    if not grids_ or not blases:
+        return {}, []
+    others = math.prod(len(v) for k, v in dims.items() if k not in ("grid", "blas"))
+    pairs, dropped, unknown = [], [], set()
+    for g in grids_:
+        lay = lays.get(Grid.parse(g).layout)
+        for b in blases:
+            threaded = blas_threaded(b, system)
+            if lay is not None and lay.threads_per_rank > 1 and threaded is False:
+                dropped.append((g, b))
+                continue
+            if lay is not None and lay.threads_per_rank > 1 and threaded is None:
+                unknown.add(b)
+            pairs.append((b, g))
+    notes = []
+    if dropped:
+        gs = sorted({g for g, _ in dropped})
+        bs = sorted({b for _, b in dropped})
+        notes.append(f"{len(dropped) * others:,} points dropped: a serial BLAS ({', '.join(bs)}) with a layout of "
+                     f"more than one thread per rank ({', '.join(gs)}) leaves all but one core of each rank idle")
+    if unknown:
+        notes.append(f"kept with threaded layouts, threading unknown: {', '.join(sorted(unknown))}")
+    return ({("blas", "grid"): pairs} if dropped else {}), notes
 
 
 def _values(option: str, key: str, raw) -> list:
@@ -165,9 +232,8 @@ def _grid_values(option: str, items: list[str], lays: dict[str, Layout]) -> list
         candidates = [lays[name]] if name in lays else [lay for lay in lays.values() if lay.ranks == p * q] \
             if not name else []
         if name and name not in lays:
-            known = ", ".join(lays) + (" (the others coincide with one of these here)"
-                                       if name in LAYOUT_NAMES else "")
-            raise UserInputError(f"{option}: no layout {name!r} on this system", hint=f"layouts: {known}")
+            raise UserInputError(f"{option}: no layout {name!r} on this system",
+                                 hint=f"layouts: {', '.join(lays)}")
         fitting = [lay for lay in candidates if lay.ranks == p * q and p >= 1 and q >= 1]
         if not fitting:
             ranks = ", ".join(f"{n}: {lay.ranks} ranks" for n, lay in lays.items())
@@ -176,12 +242,29 @@ def _grid_values(option: str, items: list[str], lays: dict[str, Layout]) -> list
     return list(dict.fromkeys(out))
 
 
+def _named_layouts(system: SystemInfo, nodes: int, user: dict[str, object], fixed: dict) -> dict[str, Layout]:
+    """The distinct layouts, plus any the user names that coincides with one of them here (a grid or a
+    layout written `hybrid-node` on a one-socket node runs as `bench hpl -p layout=hybrid-node` does)."""
+    lays = distinct_layouts(system, nodes)
+    every = every_layout(system, nodes)
+    written = " ".join(str(v) for key in ("grid", "layout") for v in
+                       (user.get(key) if isinstance(user.get(key), list) else [user.get(key) or ""]))
+    for name in LAYOUT_NAMES:
+        if name not in lays and name in every and (name in written.replace(":", " ").replace(",", " ").split()
+                                                   or fixed.get("layout") == name):
+            lays[name] = every[name]
+    return lays
+
+
 def build_space(system: SystemInfo, nodes: int, user: dict[str, object], *, option: Callable[[str], str],
                 fixed: dict | None = None) -> tuple[TuningSpace, dict]:
     """The space from the defaults and the user's dimensions (`option(key)` names where each was written,
-    for messages: '--space nb=...' or 'FILE: benchmarks[0].space.nb'). Returns it and the fixed values."""
+    for messages: '--space nb=...' or 'FILE: benchmarks[0].space.nb'). Returns it and the fixed values.
+
+    Grids and BLAS variants are paired (pair_threads): a serial BLAS never runs a layout of several threads
+    per rank; the space says how many points that dropped."""
     fixed = dict(fixed or {})
-    lays = distinct_layouts(system, nodes)
+    lays = _named_layouts(system, nodes, user, fixed)
     values = {key: _values(option(key), key, raw) for key, raw in user.items()}
     for key in fixed:
         if key in values:
@@ -224,7 +307,28 @@ def build_space(system: SystemInfo, nodes: int, user: dict[str, object], *, opti
         detail = " x ".join(f"{k} {len(v)}" for k, v in dims.items())
         raise UserInputError(f"{option('space')}: the space has {size:,} points ({detail}), more than {MAX_SIZE:,}",
                              hint="narrow a dimension or fix one (e.g. --space depth=1)")
-    return TuningSpace(dims), fixed
+    dropped = _drop_serial_with_threads(dims, fixed, lays, system, option)
+    joint, notes = pair_threads(dims, lays, system)
+    if joint and not joint[("blas", "grid")]:
+        raise UserInputError(f"{option('blas')}: no BLAS variant given can run the grids' threads",
+                             hint="add a threaded variant (openblas-pthread, blis-openmp) or an mpi grid")
+    return HplSpace(dims, joint, dropped + notes), fixed
+
+
+def _drop_serial_with_threads(dims: dict[str, list], fixed: dict, lays: dict[str, Layout], system: SystemInfo,
+                              option: Callable[[str], str]) -> list[str]:
+    """With a fixed serial BLAS (a campaign's params: blas), the grids of threaded layouts are dropped."""
+    if "blas" not in fixed or blas_threaded(str(fixed["blas"]), system) is not False or "grid" not in dims:
+        return []
+    kept = [g for g in dims["grid"] if (lay := lays.get(Grid.parse(g).layout)) is None or lay.threads_per_rank == 1]
+    gone = [g for g in dims["grid"] if g not in kept]
+    if not gone:
+        return []
+    if not kept:
+        raise UserInputError(f"{option('grid')}: the fixed BLAS {fixed['blas']} is serial and every grid has threads",
+                             hint="fix a threaded BLAS (blis-openmp, openblas-pthread) or search mpi grids")
+    dims["grid"] = kept
+    return [f"grids dropped: {', '.join(gone)} (the fixed BLAS {fixed['blas']} is serial: one core per rank)"]
 
 
 # ---------------------------------------------------------------- the fidelity levels
@@ -258,11 +362,17 @@ def top_n(system: SystemInfo, nodes: int, n: int | None, budget_s: float,
             raise UserInputError(f"{option} {n}: N must be between 1 and {MAX_N:,}")
         check_memory(n, available, option)
         return n
-    wanted = solve_n_for(max(5.0, budget_s / 60))
+    wanted = solve_n_for(top_solve_s(budget_s))
     if available:
         by_memory = int(math.sqrt(DEFAULT_MEMORY_FRACTION * available / 8))
         wanted = min(wanted, by_memory)
     return max(N_MULTIPLE, wanted // N_MULTIPLE * N_MULTIPLE)
+
+
+def top_solve_s(budget_s: float) -> float:
+    """The top level's solve time a budget sizes N for: budget / 60, at least 5 s, but at most budget / 20 (a
+    30 s budget gets 1.5 s trials: its smallest bracket, 3 + 1 + 3 trials, must fit in it)."""
+    return max(min(5.0, budget_s / 20), budget_s / 60)
 
 
 def check_memory(n: int, available: int | None, option: str) -> None:
@@ -344,12 +454,23 @@ def model_rates(stored: Stored, system: SystemInfo, nodes: int = 1, *,
         fit = fit_rates(points, base, dgemm_n, local, across)
         rates = replace(fit.rates, latency_s=chosen.latency_s, bandwidth_bytes_s=chosen.bandwidth_bytes_s)
         rms = 100 * (math.exp(fit.rms_log_error) - 1)
-        parts.append(f"{', '.join(f'{name} {getattr(rates, name):.3g}' for name in fit.fitted)} fitted to "
+        parts.append(f"{', '.join(_fitted_text(name, getattr(rates, name)) for name in fit.fitted)} fitted to "
                      f"{fit.points} stored HPL result(s) (their rms error {rms:.0f}%)")
     else:
         rates = replace(base, core_gflops=corrected(core, dgemm_n, base.nb_half), efficiency=UNCALIBRATED_EFFICIENCY)
         parts.append(f"no stored HPL run of this system: efficiency {UNCALIBRATED_EFFICIENCY} assumed (uncalibrated)")
     return rates, "; ".join(parts)
+
+
+def _fitted_text(name: str, value: float) -> str:
+    """A fitted value as the rates' sentence says it. `efficiency` is no efficiency of a bound: it is the
+    calibration that divides the model's time (measured runs this much faster than the terms predict, from
+    rates that are assumed or low), so it is written as a factor; at its bound, the fit says so."""
+    if name != "efficiency":
+        return f"{name} {value:.3g}"
+    bound = " (at its bound: the model's rates are far off)" if not \
+        EFFICIENCY_BOUNDS[0] * 1.001 < value < EFFICIENCY_BOUNDS[1] * 0.999 else ""
+    return f"calibration x{value:.3g} of the model's speed{bound}"
 
 
 def _int(value, default: int) -> int:
@@ -552,6 +673,14 @@ class HplTuning(Tuning):
 
     def check_fidelity(self, value, system, nodes, option):
         check_memory(value, memory_limit(system, nodes), option)
+
+    def promotion_group(self, config: dict) -> str | None:
+        """A configuration's layout: the search promotes the best 1/eta of each layout from a small N to the
+        next and each layout's best to the finals (tune/search.py's _promote), because N reorders the
+        layouts: on the 2-core development VM two single-thread ranks win at N=3000 and one rank of two
+        threads at N=8000."""
+        grid = config.get("grid")
+        return Grid.parse(grid).layout if grid else None
 
     def config_params(self, config):
         """The grid value split into layout, p and q."""
