@@ -273,6 +273,7 @@ LOCAL_MODULES = frozenset({
     "test_pinning_runs",    # real pinned runs read back
     "test_run_overhead",    # the fixed cost per run, timed
     "test_run_real",        # hpcc through mpirun
+    "test_run_repeats",     # run's headline HPCC made again
     "test_setup",           # dpkg/apt
 })
 SERIAL_MODULES = CLUSTER_MODULES | LOCAL_MODULES

@@ -22,7 +22,7 @@ COMMANDS = {
     "history": "history_cmd", "import": "import_cmd", "pin": "pin_cmd", "plan": "plan_cmd",
     "report": "report_cmd", "compare": "report_cmd", "results": "results_cmd", "run": "run_cmd",
     "system": "system_cmd", "tag": "tag_cmd", "untag": "tag_cmd", "tune": "tune_cmd",
-    "exclude": "curate_cmd", "include": "curate_cmd", "note": "curate_cmd",
+    "exclude": "curate_cmd", "include": "curate_cmd", "note": "curate_cmd", "noise": "noise_cmd",
 }
 MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 _VALUED_OPTIONS = ("--db", "--limit", "--quiet-check")  # the main options that take a value (cli/app.py main_options)

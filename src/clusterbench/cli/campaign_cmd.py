@@ -112,7 +112,8 @@ def campaign_run(
     counts = {s: outcome.count(s) for s in ("ok", "invalid", "failed", "timeout")}
     if as_json:
         print(json.dumps({"campaign": campaign.name, "runs": outcome.total, "skipped": outcome.skipped,
-                          "executed": len(outcome.results), **counts, "settled": outcome.settled}, indent=2))
+                          "executed": len(outcome.results), **counts, "settled": outcome.settled,
+                          "stopped": outcome.stopped}, indent=2))
         return
     console.print(f"campaign [bold]{escape(campaign.name)}[/]: {outcome.total} runs, {outcome.skipped} already "
                   f"stored, {len(outcome.results)} executed: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
@@ -120,14 +121,23 @@ def campaign_run(
 
 
 def _run(loaded, spread_s, retry_failed, as_json):
+    from clusterbench.analysis.flags import counts
     from clusterbench.campaign.engine import run_campaign
     from clusterbench.campaign.load import record
+    from clusterbench.campaign.spec import auto_policies
 
     with open_store() as store:
         record(store, loaded)
+        auto = auto_policies(loaded.campaign)
         with RunProgress(as_json) as reporter:
-            return run_campaign(store, loaded.runs, loaded.system.fingerprint(), reporter, spread_s,
-                                retry_failed, loaded.site)  # interrupted: the CLI's one handler says what is kept
+            outcome = run_campaign(store, loaded.runs, loaded.system.fingerprint(), reporter, spread_s,
+                                   retry_failed, loaded.site, auto=auto,
+                                   counts=counts)  # interrupted: the CLI's one handler says what is kept
+        if outcome.results:  # the repeats just made may set or move a noise floor (analysis/noise.py)
+            from clusterbench.analysis.learn_noise import refresh
+
+            refresh(store, {r.benchmark for r in loaded.runs})
+        return outcome
 
 
 @campaign_app.command("list")

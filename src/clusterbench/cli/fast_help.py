@@ -51,6 +51,7 @@ SUMMARIES = {
     "exclude": "Keep runs stored but out of bests, baselines, history and the tuner, with a reason.",
     "include": "Count excluded runs again (undoes `clusterbench exclude`).",
     "note": "Add a note to a stored run: `results RUN` and the report show it.",
+    "noise": "The noise floor per system, benchmark, configuration and metric, from 3+ counted repeats.",
     "build": "Build official benchmarks (HPL, HPCG, IMB, OSU, STREAM, LULESH) for this cluster, with provenance.",
     "campaign": "Declarative sweeps: run a campaign file, resume it, list campaigns.",
     "cluster": "Nodes of a cluster: facts, preflight checks, a command on all, BLAS.",

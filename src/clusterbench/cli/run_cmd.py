@@ -70,6 +70,14 @@ def run(
         "--stage", help="Cluster runs: copy what the nodes cannot see (probe, kernels, binaries on a node-local "
                         "path) to a node-local folder on each node and run the copies (also CLUSTERBENCH_STAGE=1).")]
         = False,
+    repeats: Annotated[str, typer.Option(
+        help="One machine: make the headline run (HPL, else HPCC) N times, or `auto`: again until the 95% "
+             "interval of its Gflop/s is within --precision (3 runs at least; the suite is then planned for a "
+             "third of the budget).")] = "1",
+    precision: Annotated[str | None, typer.Option(
+        help="With --repeats auto: the 95% interval's half-width to reach, of the mean (default 2%).")] = None,
+    max_repeats: Annotated[int | None, typer.Option(
+        help="With --repeats auto: the most runs (default 10, 3 to 100; fewer if the budget ends first).")] = None,
     drain_list: Annotated[Path | None, typer.Option(
         "--drain-list", help="Cluster runs: write to FILE the Slurm commands that drain the nodes failing their "
                              "verdict against golden values (scontrol update ... state=drain); never run.",
@@ -85,6 +93,10 @@ def run(
     inv = _cluster_inventory(hosts)
     if inv is not None:
         from clusterbench.analysis.outliers import Rule
+
+        if repeats != "1" or precision or max_repeats:
+            raise UserInputError("--repeats applies to one machine; a cluster run measures each node and pair "
+                                 "in passes of its own", hint="drop it, or run `clusterbench run` without -w")
         from clusterbench.cli.cluster_run import run_on_cluster
 
         if interconnect not in ("auto", "tcp", "ib"):
@@ -99,9 +111,11 @@ def run(
                        rule=Rule(z=outlier_z, min_deviation=outlier_deviation), force=force, dry_run=dry_run,
                        as_json=as_json, stage=stage, pairs=pairs, drain_list=drain_list)
         return
+    from clusterbench.campaign.precision import repeat_options
     from clusterbench.suite.machine_job import MachineJobOptions, run_machine_job
 
     budget_s = parse_duration(budget, "--budget")
+    count, auto = repeat_options(repeats, precision, max_repeats)
     for given, flag in ((iperf, "--iperf"), (force, "--force"), (interconnect != "auto", "--interconnect"),
                         (not pairs, "--no-pairs"), (drain_list is not None, "--drain-list")):
         if given:
@@ -114,7 +128,7 @@ def run(
     positive(frequency, "--frequency")
     options = MachineJobOptions(budget_s, full=full, n=n, nb=nb, layout=layout.value if layout else None,
                                 kernels=kernels, hpl=hpl, xhpl=xhpl, flops_per_cycle=flops_per_cycle,
-                                frequency=frequency, dry_run=dry_run)
+                                frequency=frequency, dry_run=dry_run, repeats=count, auto=auto)
     with open_store() as store:
         job = run_machine_job(store, options, _Shown(as_json))
     if dry_run:
@@ -168,6 +182,11 @@ class _Shown:
         if not self.as_json:
             console.print(f"[bold]xhpl[/]: {escape(binary)} ({'built now' if rebuilt else 'already built'})")
 
+    def say(self, line: str) -> None:
+        """Why the headline run's repeats stopped (suite/repeat_headline.py)."""
+        if not self.as_json:
+            console.print(f"[bold]repeats[/]: {escape(line)}", highlight=False)
+
     def runs(self, plan):
         from clusterbench.cli.progress import RunProgress
         from clusterbench.suite.characterise import suite_label
@@ -216,6 +235,12 @@ def print_summary(s: dict) -> None:
                                 f"{hpl['threads']} thread(s) ({hpl['layout']})")
     else:
         t.add_row("Rmax (HPL)", "[red]no valid HPL result[/]")
+    rep = s.get("repeats")
+    if rep:
+        spread = f" +-{100 * rep['half_width']:.1f}% (95%)" if rep.get("half_width") is not None else ""
+        median = f"{rep['median']:.4g} {rep.get('unit') or ''}".strip() if rep.get("median") is not None else "-"
+        t.add_row("Repeats", escape(f"{rep['metric']}: median {median}{spread} of {rep['samples']} counted; "
+                                    f"{rep['reason']}"))
     eff = s["efficiency"]
     if eff is not None:
         note = ("  [yellow](above nominal Rpeak: the cores run faster than their nominal clock)[/]"

@@ -21,6 +21,7 @@ from clusterbench.bench.layout import Layout, layouts
 from clusterbench.bench.metrics import Metric
 from clusterbench.bench.registry import benchmark_class
 from clusterbench.campaign.expand import expand
+from clusterbench.campaign.precision import AutoRepeats
 from clusterbench.campaign.spec import BenchmarkBlock, Campaign, CampaignError
 from clusterbench.errors import UserInputError
 from clusterbench.execution.executor import RunResult
@@ -69,6 +70,7 @@ class SuitePlan:
 class SuiteResult:
     plan: SuitePlan
     runs: list[RunResult] = field(default_factory=list)
+    repeats: dict | None = None  # the headline run's repeats (suite/repeat_headline.py), when asked for
 
     def best(self, name: str) -> tuple[Metric, str] | None:
         """The best valid value of `name` over the suite's runs, with its run id.
@@ -76,8 +78,13 @@ class SuiteResult:
         Failed and timed-out runs have all their metrics marked invalid by the executor, so
         validity per metric is the only filter needed.
         """
+        from clusterbench.analysis.flags import counts
+        from clusterbench.campaign.precision import run_as_dict
+
         best: tuple[Metric, str] | None = None
         for run in self.runs:
+            if not counts(run_as_dict(run)):  # a disturbed or suspect run is never the best (analysis/flags.py)
+                continue
             m = run.outcome.best(name)
             if m and (best is None or (m.value > best[0].value) == m.higher_is_better):
                 best = (m, run.id)
@@ -312,9 +319,11 @@ def hpl_runs(system: SystemInfo, plan: SuitePlan, timeout_factor: float) -> list
 
 
 def run_suite(system: SystemInfo, store: Store, plan: SuitePlan, reporter: Reporter | None = None,
-              timeout_factor: float = 5.0) -> SuiteResult:
+              timeout_factor: float = 5.0, repeats: int = 1, auto: AutoRepeats | None = None,
+              deadline: float | None = None, say=None) -> SuiteResult:
     """The kernels (each skipped with its reason if it cannot be built here), then HPCC and HPL,
-    through the one run loop; every run stored, tagged suite=run."""
+    through the one run loop; every run stored, tagged suite=run. `repeats`/`auto`: the headline run
+    made again (suite/repeat_headline.py), within `deadline` (monotonic) for auto."""
     system_id = store.remember_system(system)
     for run in plan.kernels:
         run.timeout_s = max(60.0, (run.estimate_s or 10) * 10)
@@ -325,6 +334,13 @@ def run_suite(system: SystemInfo, store: Store, plan: SuitePlan, reporter: Repor
             raise exc
         plan.skipped.append(f"{run.benchmark}: {exc.message}")
 
-    results = run_all(store, runs, reporter or QuietReporter(), system_id=system_id, one_off=True,
+    reporter = reporter or QuietReporter()
+    results = run_all(store, runs, reporter, system_id=system_id, one_off=True,
                       tags={"suite": "run"}, unavailable=unavailable)
-    return SuiteResult(plan, results)
+    outcome = SuiteResult(plan, results)
+    if repeats > 1 or auto is not None:
+        from clusterbench.suite.repeat_headline import repeat_headline
+
+        outcome.repeats = repeat_headline(store, runs, results, reporter, system_id, count=repeats, auto=auto,
+                                          deadline=deadline, say=say)
+    return outcome

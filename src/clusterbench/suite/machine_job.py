@@ -9,11 +9,13 @@ CLI. What the CLI shows while the job works it is told through `MachineJobEvents
 
 from __future__ import annotations
 
+import time
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Protocol
 
 from clusterbench.bench.registry import benchmark_class
+from clusterbench.campaign.precision import MIN_RUNS, AutoRepeats
 from clusterbench.execution.loop import QuietReporter, Reporter
 from clusterbench.store.db import Store
 from clusterbench.suite.characterise import SuitePlan, SuiteResult, plan_suite, run_suite
@@ -37,6 +39,8 @@ class MachineJobOptions:
     flops_per_cycle: int | None = None
     frequency: float | None = None
     dry_run: bool = False
+    repeats: int = 1  # the headline run (HPL, else HPCC) this many times
+    auto: AutoRepeats | None = None  # ... or until precise (--repeats auto), within the budget
 
 
 class MachineJobEvents(Protocol):
@@ -81,7 +85,9 @@ def run_machine_job(store: Store, options: MachineJobOptions,
     system = discover(options.flops_per_cycle, options.frequency)
     find_xhpl = benchmark_class("hpl").find_binary
     xhpl = find_xhpl(options.xhpl) if options.xhpl else (find_xhpl() if options.hpl else None)
-    plan = plan_suite(system, store, options.budget_s, full=options.full, n=options.n, nb=options.nb,
+    start = time.monotonic()
+    planned_s = options.budget_s / MIN_RUNS if options.auto else options.budget_s / max(1, options.repeats)
+    plan = plan_suite(system, store, planned_s, full=options.full, n=options.n, nb=options.nb,
                       layout_name=options.layout, xhpl=xhpl, kernels=options.kernels, standalone=options.hpl)
     events.planned(plan)
     if options.dry_run:
@@ -89,7 +95,8 @@ def run_machine_job(store: Store, options: MachineJobOptions,
     if plan.hpl and not plan.hpl.binary:
         _build_standalone(plan, events)
     with events.runs(plan) as reporter:
-        result = run_suite(system, store, plan, reporter)
+        result = run_suite(system, store, plan, reporter, repeats=options.repeats, auto=options.auto,
+                           deadline=start + options.budget_s, say=getattr(events, "say", None))
     return MachineJob(system, plan, result, summarise(system, result, str(store.path)))
 
 

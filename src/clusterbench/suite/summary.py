@@ -30,6 +30,7 @@ def summarise(info: SystemInfo, result: SuiteResult, db_path: str) -> dict:
         "rmax_run": best[1] if best else None,
         "efficiency": (best[0].value / rpeak) if best and rpeak else None,
         "hpl": _hpl_entry(result, best),
+        "repeats": result.repeats,
         "hpl_config_source": plan.hpl.config_source if plan.hpl else None,
         "hpl_plan": plan.hpl.to_dict() if plan.hpl else None,
         "dgemm_gflops": {"single": val("SingleDGEMM_Gflops"), "star_per_rank": val("StarDGEMM_Gflops")},
