@@ -314,9 +314,13 @@ class BuildRecipe:
 @dataclass
 class TuningSpace:
     """A benchmark's tunable space as its `Tuning` builds it: one ordered value list per knob (the
-    search treats neighbours in a list as similar), what the tuner searches (tune/search.py's Space)."""
+    search treats neighbours in a list as similar), what the tuner searches (tune/search.py's Space).
+    `joint`: knobs whose values only go in the listed combinations (HPL: a serial BLAS only with one
+    thread per rank); `dropped`: what the space left out, and why, in words the tuner prints."""
 
     dims: dict[str, list]
+    joint: dict[tuple[str, ...], list[tuple]] = dataclasses.field(default_factory=dict)
+    dropped: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def size(self) -> int:
@@ -402,6 +406,11 @@ class Tuning:
 
     def stored_solve_s(self, params: dict, inputs) -> float | None:
         """The model's time of the work of a stored run of the benchmark (None: its params say too little)."""
+        return None
+
+    def promotion_group(self, config: dict) -> str | None:
+        """The group a configuration is promoted within (tune/search.py's _promote: the best 1/eta of each
+        group goes on), when the fidelity reorders the groups (HPL: layouts); None: one group."""
         return None
 
     def render_input(self, point: dict) -> str:

@@ -109,8 +109,11 @@ class TuneSession:
 
     def group(self):
         """The declaration's promotion group of a configuration (HPL: its layout), or None: see search._promote."""
-        by = getattr(self.tuning, "promotion_group", None)
-        return None if by is None else (lambda config: by(config.as_dict()))
+        from clusterbench.bench.declare import Tuning
+
+        if type(self.tuning).promotion_group is Tuning.promotion_group:  # declares no groups
+            return None
+        return lambda config: self.tuning.promotion_group(config.as_dict())
 
     def first_round_s(self) -> tuple[float, str]:
         """The smallest bracket the search runs (search.bracket_trials of min(eta, points) candidates: one

@@ -35,5 +35,4 @@ def build_space(tuning: Tuning, system: SystemInfo, nodes: int, user: dict[str, 
     was written, for messages: '--space nb=...' or 'FILE: benchmarks[0].space.nb'), and the fixed values."""
     declared, fixed = tuning.space(system, nodes, user, option=option, fixed=fixed)
     # a declaration may say which values only go together (`joint`) and what it left out (`dropped`)
-    return Space(declared.dims, dict(getattr(declared, "joint", {}) or {}),
-                 list(getattr(declared, "dropped", []) or [])), fixed
+    return Space(declared.dims, dict(declared.joint), list(declared.dropped)), fixed

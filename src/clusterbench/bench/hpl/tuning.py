@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from clusterbench.bench.declare import StoredValue, Tuning, TuningSpace
 from clusterbench.bench.hpl.benchmark import HPL_KNOB_PARAMS, HPL_KNOBS, Hpl, knob_input
@@ -91,13 +91,7 @@ class Grid:
         return cls(layout, int(p), int(q))
 
 
-@dataclass
-class HplSpace(TuningSpace):
-    """HPL's space: the dimensions, and which grids and BLAS variants go together (`joint`, read by
-    tune/space.py): a serial BLAS only with one thread per rank. `dropped` says what was left out, why."""
-
-    joint: dict[tuple[str, ...], list[tuple]] = field(default_factory=dict)
-    dropped: list[str] = field(default_factory=list)
+HplSpace = TuningSpace  # HPL's space fills `joint` (grids x BLAS variants) and `dropped` (declare.py)
 
 
 def every_layout(system: SystemInfo, nodes: int) -> dict[str, Layout]:
