@@ -21,19 +21,22 @@ FLAG = {"CLUSTERBENCH_DISTURBANCE": "flag"}
 
 @contextmanager
 def busy_loop(*prefix: str):
-    """A `yes` burning one CPU, in its own session and re-parented away from this test (double fork), on this
-    machine or, with `prefix` (ssh node1), on a node; killed at the end."""
-    tag = f"cb-busy-{time.monotonic_ns()}"
-    start = f"setsid bash -c 'exec -a {tag} yes >/dev/null' </dev/null >/dev/null 2>&1 &"
-    subprocess.run([*prefix, start] if prefix else ["sh", "-c", start], check=True, timeout=60)  # ssh: one string
+    """A `yes` burning one CPU, in a session of its own (as another user's job would be), on this machine or,
+    with `prefix` (ssh node1), on a node; ended by its pid, and waited for until it is gone."""
+    start = "setsid yes >/dev/null 2>&1 </dev/null & echo $!"
+    out = subprocess.run([*prefix, start] if prefix else ["sh", "-c", start], capture_output=True, text=True,
+                         timeout=60)  # over ssh the command is one string
+    pid = out.stdout.strip()
+    assert out.returncode == 0 and pid.isdigit(), out.stderr
     try:
-        deadline = time.monotonic() + 30
-        while subprocess.run([*prefix, "pgrep", "-f", tag], capture_output=True).returncode != 0:
-            assert time.monotonic() < deadline, "the busy loop did not start"
-            time.sleep(0.05)
-        yield tag
+        yield pid
     finally:
-        subprocess.run([*prefix, "pkill", "-f", tag], capture_output=True, timeout=60)
+        subprocess.run([*prefix, f"kill {pid}"] if prefix else ["kill", pid], capture_output=True, timeout=60)
+        deadline = time.monotonic() + 30
+        while subprocess.run([*prefix, f"kill -0 {pid}"] if prefix else ["kill", "-0", pid],
+                             capture_output=True, timeout=60).returncode == 0:
+            assert time.monotonic() < deadline, f"the busy loop {pid} did not end"
+            time.sleep(0.1)
 
 
 def dgemm(*more: str, env: dict | None = None) -> dict:

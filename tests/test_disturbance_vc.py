@@ -17,7 +17,7 @@ from tests.test_disturbance import FLAG, busy_loop
 
 pytestmark = [pytest.mark.cluster, pytest.mark.quiet_machine]
 
-CAMPAIGN = """name: vc-disturbance
+CAMPAIGN = """name: NAME
 cluster: {launcher: mpirun, hosts: node1, interconnect: tcp}
 benchmarks:
   - benchmark: dgemm
@@ -25,9 +25,10 @@ benchmarks:
 """
 
 
-def one_run(tmp_path: Path, db: Path, env: dict) -> dict:
-    path = tmp_path / "d.yaml"
-    path.write_text(CAMPAIGN)
+def one_run(tmp_path: Path, db: Path, env: dict, name: str) -> dict:
+    """One run of its own campaign (a campaign run again would resume: nothing new would run)."""
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(CAMPAIGN.replace("NAME", name, 1))
     out = cli("campaign", "run", str(path), "--json", env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     row = query(db, "SELECT id, nodes FROM runs ORDER BY started_at DESC LIMIT 1")[0]
@@ -39,8 +40,8 @@ def one_run(tmp_path: Path, db: Path, env: dict) -> dict:
 
 def test_a_node_of_the_virtual_cluster_beside_a_busy_loop_is_flagged_and_alone_is_not(shared_db, tmp_path):
     with busy_loop("ssh", "node1"):
-        shared = one_run(tmp_path, shared_db, FLAG)
-    alone = one_run(tmp_path, shared_db, FLAG)
+        shared = one_run(tmp_path, shared_db, FLAG, "vc-disturbance-shared")
+    alone = one_run(tmp_path, shared_db, FLAG, "vc-disturbance-alone")
     assert shared["facts"].get("disturbed"), shared["facts"].get("disturbance")
     assert any("node1" in e for e in shared["facts"]["disturbed"]["evidence"])
     node = shared["facts"]["disturbance"]["nodes"]["node1"]
