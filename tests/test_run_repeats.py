@@ -10,8 +10,8 @@ from tests.conftest import cli
 
 
 def test_run_repeats_auto_stops_with_its_reason_within_its_bounds():
-    out = cli("run", "--budget", "12s", "--no-kernels", "--no-hpl", "--repeats", "auto", "--precision", "50%",
-              "--max-repeats", "3", "--json", timeout=600)
+    out = cli("run", "--budget", "12s", "--n", "1152", "--no-kernels", "--no-hpl", "--repeats", "auto",
+              "--precision", "50%", "--max-repeats", "3", "--json", timeout=600)  # N given: HPCC runs ~2 s
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     summary = json.loads(out.stdout)
     rep = summary["repeats"]
