@@ -287,12 +287,12 @@ def varying_keys(frame: pd.DataFrame) -> list[str]:
 
 
 def _distinct_words(column: pd.Series) -> int:
-    """How many values a column takes as `_text` words (unknown counting as one): each distinct value
+    """How many values a column takes as `key_text` words (unknown counting as one): each distinct value
     is put in words once, not each of 100,000 rows."""
     codes, uniques = pd.factorize(column.astype(object), use_na_sentinel=True)
     if any(type(u) is bool for u in uniques):  # True == 1 to a hash, not in words: row by row
-        return column.astype(object).map(_text).nunique(dropna=False)
-    words = {_text(u) for u in uniques}
+        return column.astype(object).map(key_text).nunique(dropna=False)
+    words = {key_text(u) for u in uniques}
     if len(codes) and (codes < 0).any():
         words.add(None)
     return len(words)
@@ -313,7 +313,7 @@ def configuration_ids(frame: pd.DataFrame, keys: Iterable[str] | None = None) ->
     columns = []
     for key in keys:
         codes, uniques = pd.factorize(frame[key].astype(object), use_na_sentinel=True)
-        words = [_text(u) for u in uniques]
+        words = [key_text(u) for u in uniques]
         word_codes = np.asarray(pd.factorize(pd.Series(words, dtype=object), use_na_sentinel=True)[0],
                                 dtype="int64")
         mapped = word_codes[np.clip(codes, 0, None)] if len(word_codes) else np.full(len(codes), -1)
@@ -330,10 +330,11 @@ def same_configuration(a: dict, b: dict, ignore: Iterable[str] = ()) -> bool:
 def differing_keys(a: dict, b: dict, ignore: Iterable[str] = ()) -> list[str]:
     """The keys two identities disagree on, a key one of them does not state included (sorted)."""
     skip = set(ignore)
-    return sorted(k for k in (a.keys() | b.keys()) - skip if _text(a.get(k)) != _text(b.get(k)))
+    return sorted(k for k in (a.keys() | b.keys()) - skip if key_text(a.get(k)) != key_text(b.get(k)))
 
 
-def _text(value) -> str | None:
+def key_text(value) -> str | None:
+    """A key's value as text for comparing identities: 13440.0 is 13440; None and NaN are unknown."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
     if isinstance(value, float) and value.is_integer():
@@ -343,4 +344,4 @@ def _text(value) -> str | None:
 
 def shown(value) -> str:
     """A key's value in a table: the value, or 'not stated' when the run does not say."""
-    return UNKNOWN_TEXT if _text(value) is None else _text(value)
+    return UNKNOWN_TEXT if key_text(value) is None else key_text(value)

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from clusterbench.analysis.identity import key_text
 from clusterbench.store import noise as stored
 from clusterbench.store.db import Store
 
@@ -74,13 +75,7 @@ class Floor:
                 "runs": self.runs}
 
 
-def word(value) -> str | None:
-    """A key's value as text (identity._text): 13440.0 is 13440; None and NaN are unknown."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    return str(value)
+word = key_text  # a key's value as text, as identities are compared: 13440.0 is 13440; None and NaN unknown
 
 
 def configuration_text(ident: dict) -> str:
