@@ -19,11 +19,14 @@ setup:
 run: setup-run
 	$(CB) run $(ARGS)
 
-# The tests run on every core (pytest-xdist, --dist loadgroup): the virtual cluster's tests go to one worker
-# in order, the local real runs and builds (mpirun, timing) to another, the rest spread over the workers;
-# the tests that compare the cluster's nodes run alone (tests/conftest.py). One pytest run, so its last
-# line counts every test; the 25 slowest are listed above it. TEST_WORKERS=0: one process.
-TEST_WORKERS ?= auto
+# The tests run in xdist workers (--dist loadgroup): the virtual cluster's tests go to one worker in order,
+# the local real runs (mpirun, timing) to another, the builds of the official codes to a third, the
+# pure-Python modules to whichever is free; the tests that compare the cluster's nodes run alone, first
+# (tests/conftest.py). At least 3 workers, even on 2 cores: a worker takes new modules only when its group is
+# nearly done, so with 2 the pure modules all waited for the two groups (5 of the suite's 21 minutes), and
+# the cluster's tests spend much of their time waiting on ssh, Slurm and sleeps. One pytest run, so its last line counts every test; the 25 slowest are
+# listed above it. TEST_WORKERS=0: one process.
+TEST_WORKERS ?= $(shell n=$$(nproc); echo $$(( n < 3 ? 3 : n )))
 test: setup
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS)
 

@@ -102,7 +102,7 @@ def main() -> int:
           f"{'others%':>8} {'others%':>8}")
     print(f"{'':10} {'median':>10} {'median':>10} {'':>6} {'alone':>8} {'w/ loop':>8} {'alone':>8} {'w/ loop':>8}")
     for name, _metric, got in rows:
-        def med(kind: str, i: int) -> float | None:
+        def med(kind: str, i: int, got: dict = got) -> float | None:
             values = [v[i] for v in got[kind] if v[i] is not None]
             return statistics.median(values) if values else None
         alone, loop = med("alone", 0), med("loop", 0)

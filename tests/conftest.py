@@ -246,15 +246,18 @@ def interruptible() -> None:
 
 
 # ---------------------------------------------------------------- parallel and serial tests (pytest-xdist)
-# `make test` runs the suite on every core (`-n auto --dist loadgroup`). Two groups of modules run one test
-# after another, each on ONE worker:
+# `make test` runs the suite in at least 3 workers (`-n N --dist loadgroup`, Makefile). Three groups of
+# modules run one test after another, each on ONE worker:
 # - "serial-cluster": the virtual cluster's tests. The cluster is brought up and taken down by a session
 #   fixture, which must live in one process, and its tests change its nodes (links, hogs, daemons).
-# - "serial-local": real runs, builds and schedulers-free benchmarks on this machine (mpirun binds to its two
-#   cores, builds fill the cache, a tuner is interrupted with SIGINT).
-# The two groups and the pure-Python modules (each module as a whole, so its module fixtures are built once)
-# spread over the workers: the cluster group is the longest, the local group and the rest share the other
-# worker. The tests that compare the cluster's nodes' speed run with nothing beside them (`quiet_machine`).
+# - "serial-local": real runs and schedulers-free benchmarks on this machine (mpirun binds to its two cores,
+#   a tuner is interrupted with SIGINT).
+# - "serial-build": the official codes built from their sources (BUILD_MODULES), one after another.
+# The groups and the pure-Python modules (each module as a whole, so its module fixtures are built once)
+# spread over the workers: a worker is given a new module only when at most 2 tests of its own are left
+# (xdist's loadscope), so each group holds one worker to its end and the pure modules go to the others and
+# to a group's worker once its group is done. The tests that compare the cluster's nodes' speed run with
+# nothing beside them (`quiet_machine`), first (groups_first).
 # Without xdist (`pytest tests/...`) nothing changes. `-m "not serial"` runs the pure-Python part alone.
 
 CLUSTER_MODULES = frozenset({
@@ -264,7 +267,7 @@ CLUSTER_MODULES = frozenset({
 })
 LOCAL_MODULES = frozenset({
     "test_activity",        # the sampler: intervals, SIGTERM/kill -9 within two intervals
-    "test_build_hpcg", "test_build_hpl", "test_build_official", "test_hpl_model", "test_kernels",  # built and run
+    "test_hpl_model", "test_kernels",  # built and run
     "test_lulesh", "test_tune_hpl",  # ... and a tuner interrupted with SIGINT
     "test_campaign_run",    # campaigns of real runs, a runner interrupted part-way
     "test_mpich",           # real MPICH runs
@@ -276,12 +279,17 @@ LOCAL_MODULES = frozenset({
     "test_run_repeats",     # run's headline HPCC made again
     "test_setup",           # dpkg/apt
 })
-SERIAL_MODULES = CLUSTER_MODULES | LOCAL_MODULES
+# The builds of the official codes (each into a cache of its own, then a smoke run): their own group, so that
+# they compile beside the local runs rather than after them (about 5 minutes of compiling here).
+BUILD_MODULES = frozenset({"test_build_hpcg", "test_build_hpl", "test_build_official"})
+SERIAL_MODULES = CLUSTER_MODULES | LOCAL_MODULES | BUILD_MODULES
 # Single tests of other modules that read the shared cluster (`cbvc`) when it is up: in the cluster group, so
 # the cluster cannot be brought up or down under them. (The test's id, from the file's name on.)
 SERIAL_TESTS = ("test_pinning_slurm.py::test_live_cbvc", "test_campaign_plan.py::test_examples_plan[virtual-cluster",
                 "test_campaign_plan.py::test_examples_plan[tcp-tuning",
-                "test_orphans.py::test_kill_9_of_a_slurm_campaign")
+                "test_orphans.py::test_kill_9_of_a_slurm_campaign",
+                # a quiet test: with the cluster's quiet tests, first (groups_first)
+                "test_disturbance.py::test_a_run_beside_a_busy_loop")
 # What only a serial module may use: the virtual cluster (its session fixture and the store on it), and the
 # session's xhpl (its runs).
 SERIAL_FIXTURES = frozenset({"cluster", "shared_db", "xhpl"})
@@ -294,11 +302,13 @@ def is_serial(nodeid: str) -> bool:
 
 
 def serial_group(nodeid: str) -> str | None:
-    """"serial-cluster", "serial-local", or None for a test that may run beside any other."""
+    """"serial-cluster", "serial-local", "serial-build", or None for a test that may run beside any other."""
     file, _, test = nodeid.partition("::")
     stem = Path(file).stem
     if stem in CLUSTER_MODULES or f"{Path(file).name}::{test}".startswith(SERIAL_TESTS):
         return "serial-cluster"
+    if stem in BUILD_MODULES:
+        return "serial-build"
     return "serial-local" if stem in LOCAL_MODULES else None
 
 
@@ -326,6 +336,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark the serial tests `serial`, and refuse a test that needs the cluster or runs xhpl outside a serial
     module: on a second worker it would take the cluster down under the first, or share its cores."""
+    groups_first(items)
     misplaced = []
     for item in items:
         group = serial_group(item.nodeid)
@@ -337,9 +348,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             misplaced.append(item.nodeid)
     if misplaced:
         raise pytest.UsageError(f"{len(misplaced)} test(s) need the virtual cluster or xhpl but their module is "
-                                f"not in CLUSTER_MODULES or LOCAL_MODULES (tests/conftest.py), e.g. {misplaced[0]}: "
+                                f"not in CLUSTER_MODULES, LOCAL_MODULES or BUILD_MODULES (tests/conftest.py), e.g. "
+                                f"{misplaced[0]}: "
                                 "add it there (the cluster's tests to CLUSTER_MODULES), so that they run in that "
                                 "group on one xdist worker")
+
+
+GROUP_ORDER = {"serial-cluster": 1, "serial-local": 2, "serial-build": 3, None: 4}
+
+
+def groups_first(items: list[pytest.Item]) -> None:
+    """Order the tests in place: the cluster group's quiet tests, the rest of the cluster group, the local
+    group, the builds, then the pure modules (each kept in its order). xdist hands out the groups in this
+    order, the longest first, so each starts at once on a worker of its own.
+
+    The quiet tests come first, one after another: a quiet test closes the gate and waits for the test
+    running on every other worker to end; scattered through the group, each paid that wait again (up to the
+    length of a build) with the other workers idle, about a minute per quiet test. Together at the start they
+    pay it once, while the other workers run their first tests."""
+    def rank(item: pytest.Item) -> int:
+        group = serial_group(item.nodeid)
+        quiet = group == "serial-cluster" and item.get_closest_marker("quiet_machine") is not None
+        return 0 if quiet else GROUP_ORDER[group]
+
+    items.sort(key=rank)  # stable: each module's tests keep their order
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -335,7 +335,7 @@ name: {campaign}
 cluster: {{launcher: {name}, interconnect: tcp, {name}: {{poll: 0.3}}}}
 benchmarks:
   - benchmark: pingpong
-    params: {{nodes: 2, ranks: 2, bind_to: none, iter: 20}}
+    params: {{nodes: 2, ranks: 2, bind_to: none, iter: 20, rounds: 1}}
     space: {{max_log2: [2, 3]}}
     repeats: 5
 """)

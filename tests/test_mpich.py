@@ -62,7 +62,7 @@ def test_hydra_binds_ranks_to_cores_as_the_probe_sees(isolated_db):
 def test_one_campaign_runs_both_mpis_and_results_group_by_mpi(tmp_path):
     campaign = tmp_path / "mpis.yaml"
     campaign.write_text("name: two-mpis\nrepeats: 2\nbenchmarks:\n  - benchmark: pingpong\n"
-                        "    params: {max_log2: 16}\n    space:\n      mpi: [openmpi, mpich]\n")
+                        "    params: {max_log2: 16, rounds: 1}\n    space:\n      mpi: [openmpi, mpich]\n")
     out = cli("campaign", "run", str(campaign))
     assert out.returncode == 0, out.stderr + out.stdout
     rows = cli_json("results", "--campaign", "two-mpis", "--metric", "latency_us", "--group-by", "mpi",
@@ -76,7 +76,7 @@ def test_one_campaign_runs_both_mpis_and_results_group_by_mpi(tmp_path):
 def test_the_cluster_section_chooses_the_mpi_of_every_block(tmp_path, isolated_db):
     campaign = tmp_path / "c.yaml"
     campaign.write_text("name: site-mpich\ncluster: {mpi: mpich}\nbenchmarks:\n  - benchmark: pingpong\n"
-                        "    params: {max_log2: 4}\n  - benchmark: pingpong\n    name: own-choice\n"
+                        "    params: {max_log2: 4, rounds: 1}\n  - benchmark: pingpong\n    name: own-choice\n"
                         "    params: {max_log2: 4, mpi: openmpi}\n")
     out = cli("campaign", "run", str(campaign))
     assert out.returncode == 0, out.stderr + out.stdout

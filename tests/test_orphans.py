@@ -159,7 +159,7 @@ def _summary(out: subprocess.CompletedProcess) -> dict:
 @pytest.mark.slow
 def test_kill_9_during_hpcc_leaves_no_process_and_resume_runs_it_once(tmp_path, isolated_db):
     spec = tmp_path / "hpcc.yaml"
-    spec.write_text("name: orphan-hpcc\nbenchmarks:\n  - benchmark: hpcc\n    params: {n: 4000, nb: 192}\n")
+    spec.write_text("name: orphan-hpcc\nbenchmarks:\n  - benchmark: hpcc\n    params: {n: 2400, nb: 192}\n")
     runner = _start(spec, tmp_path)
     workdir = _wait(lambda: _running_workdir(isolated_db), 60, "the run to start", runner)
     def both_ranks() -> list[int]:  # mpirun starts them one after the other: wait for the second too
@@ -175,7 +175,7 @@ def test_kill_9_during_hpcc_leaves_no_process_and_resume_runs_it_once(tmp_path, 
     os.kill(runner.pid, signal.SIGKILL)  # clusterbench only: its children get no signal from us
     runner.wait()
     seconds = _gone_within(lambda: [p for p in before | set(_in_dir(workdir)) if _alive(p)], KILL_DEADLINE_S)
-    print(f"\nhpcc N=4000: {len(before)} processes of the run gone {seconds:.2f} s after kill -9")
+    print(f"\nhpcc N=2400: {len(before)} processes of the run gone {seconds:.2f} s after kill -9")
     assert seconds < KILL_DEADLINE_S
     assert _finished_once(isolated_db, "orphan-hpcc")[0][1] == "running"  # nobody could mark it
 

@@ -162,7 +162,7 @@ CAMPAIGN = """name: {name}
 cluster: {{launcher: mpirun, hosts: 'node1,node2'}}
 benchmarks:
   - benchmark: pingpong
-    params: {{nodes: 2, interconnect: tcp, bind_to: none, max_log2: 10, iter: 50}}
+    params: {{nodes: 2, interconnect: tcp, bind_to: none, max_log2: 10, iter: 50, rounds: 1}}
 """
 
 

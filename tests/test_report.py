@@ -45,7 +45,7 @@ benchmarks:
     space:
       threads: [1, 2]
   - benchmark: pingpong
-    params: {max_log2: 14}
+    params: {max_log2: 14, rounds: 1}
     space:
       interconnect: [shm, tcp]
 """

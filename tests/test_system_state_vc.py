@@ -50,7 +50,7 @@ PINGPONG = """
 cluster: {launcher: mpirun, hosts: "node[1-2]", interconnect: tcp}
 benchmarks:
   - benchmark: pingpong
-    params: {nodes: 2, bind_to: none, max_log2: 16, iter: 50}
+    params: {nodes: 2, bind_to: none, max_log2: 16, iter: 50, rounds: 1}
 """
 
 
@@ -158,7 +158,7 @@ name: vc-slurm-observed
 cluster: {launcher: slurm, interconnect: tcp, slurm: {poll: 0.5}}
 benchmarks:
   - benchmark: pingpong
-    params: {nodes: 2, bind_to: none, max_log2: 16, iter: 2000}
+    params: {nodes: 2, bind_to: none, max_log2: 16, iter: 2000, rounds: 1}
 """)
     out = cli("campaign", "run", str(campaign), "--json")
     assert out.returncode == 0, out.stdout + out.stderr

@@ -18,7 +18,7 @@ from clusterbench.system.state import flatten
 EAGER = """name: eager
 benchmarks:
   - benchmark: pingpong
-    params: {ranks: 2, interconnect: tcp, max_log2: 18, iter: 20}
+    params: {ranks: 2, interconnect: tcp, max_log2: 18, iter: 20, rounds: 1}
     repeats: 2
     system:
       mca: {btl_tcp_eager_limit: [32768, 131072]}

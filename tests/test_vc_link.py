@@ -140,7 +140,8 @@ def test_ping_pong_never_crosses_faster_than_the_line(cluster, monkeypatch):
         campaign = folder / "pp.yaml"
         campaign.write_text("name: vc-link\ncluster: {launcher: mpirun, hosts: 'lnode[1-2]', mpi: openmpi}\n"
                             "benchmarks:\n  - benchmark: pingpong\n"
-                            "    params: {nodes: 2, interconnect: tcp, bind_to: none, max_log2: 21, iter: 50}\n")
+                            "    params: {nodes: 2, interconnect: tcp, bind_to: none, max_log2: 21, iter: 50,"
+                            " rounds: 1}\n")
         out = cli("campaign", "run", str(campaign), "--json")
         assert out.returncode == 0, out.stdout + out.stderr
         curve = {json.loads(r["labels"])["bytes"]: r["value"] for r in query(

@@ -84,14 +84,14 @@ cluster: {launcher: mpirun, hosts: "node[1-2]", mpi: MPI}
 benchmarks:
   - benchmark: pingpong
     name: shm
-    params: {nodes: 1, interconnect: shm, max_log2: 20, iter: 200}
+    params: {nodes: 1, interconnect: shm, max_log2: 20, iter: 200, rounds: 1}
   - benchmark: pingpong
     name: tcp-in-node
-    params: {nodes: 1, interconnect: tcp, max_log2: 20, iter: 200}
+    params: {nodes: 1, interconnect: tcp, max_log2: 20, iter: 200, rounds: 1}
   - benchmark: pingpong
     name: tcp-two-nodes
     # not bound: each namespace node would bind its rank to the same physical core 0
-    params: {nodes: 2, interconnect: tcp, bind_to: none, max_log2: 20, iter: 200}
+    params: {nodes: 2, interconnect: tcp, bind_to: none, max_log2: 20, iter: 200, rounds: 1}
 """.replace("MPI", mpi))
     out = cli("campaign", "run", str(campaign), "--json")
     stuck = query(shared_db, "SELECT id, status, reason, workdir FROM runs WHERE status != 'ok' AND campaign = ?",

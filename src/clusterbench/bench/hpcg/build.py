@@ -77,7 +77,7 @@ def build_hpcg(source: Path, openmp: bool = True, cflags: str = DEFAULT_CFLAGS, 
     def steps(job: Job) -> Built:
         makefile = job.root / "setup" / f"Make.{ARCH}"
         makefile.write_text(make_hpcg_arch(cxx, cflags, openmp))
-        run_logged(["make", f"arch={ARCH}"], job.root, job.logfile, log, "make")
+        run_logged(["make", common.make_jobs(), f"arch={ARCH}"], job.root, job.logfile, log, "make")
         binary = job.made(job.root / "bin" / "xhpcg", "make")
         smoke_test(binary, stack.name)
         entry = job.entry("xhpcg", openmp=openmp, cflags=cflags,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shlex
 import shutil
 from importlib import resources
@@ -66,6 +67,19 @@ def hpl_version(root: Path) -> str:
     return read_version(root, HPL_VERSION_RULES)
 
 
+def make_tree(root: Path, logfile: Path, log: Log) -> None:
+    """HPL's Makefile, its objects compiled in parallel: `startup` (the arch's folders and Make.inc links) runs
+    first and alone, because `make -j` would run it beside `build`, its sibling prerequisite of `install`;
+    then `build`, whose make of each folder compiles on every core (common.make_jobs). The netlib tree and
+    HPCC's copy both have the two targets; a Makefile without them is made as a whole, one job at a time."""
+    text = (root / "Makefile").read_text(errors="replace")
+    if re.search(r"^startup\s*:", text, re.M) and re.search(r"^build\s*:", text, re.M):
+        run_logged(["make", f"arch={ARCH}", "startup"], root, logfile, log, "make startup")
+        run_logged(["make", common.make_jobs(), f"arch={ARCH}", "build"], root, logfile, log, "make")
+    else:
+        run_logged(["make", f"arch={ARCH}"], root, logfile, log, "make")
+
+
 def build_hpl(source: Path | None = None, blas: str = "generic", cflags: str = DEFAULT_CFLAGS,
               force: bool = False, log: Log = lambda _msg: None, mpi: str | None = None) -> Built:
     if blas not in BLAS_KINDS:
@@ -83,7 +97,7 @@ def build_hpl(source: Path | None = None, blas: str = "generic", cflags: str = D
         link = blas_link(blas, os.environ.get("MKLROOT"))
         makefile = hpl_root / f"Make.{ARCH}"
         makefile.write_text(make_arch(str(hpl_root), ARCH, mpicc, cflags, link))
-        run_logged(["make", f"arch={ARCH}"], hpl_root, job.logfile, log, "make")
+        make_tree(hpl_root, job.logfile, log)
         binary = job.work / "xhpl"
         if kind == "hpcc":
             flags = [*shlex.split(cflags), f"-I{hpl_root / 'include'}", f"-I{hpl_root / 'include' / ARCH}"]
