@@ -12,6 +12,12 @@ Three figures (issue 20: a tuner runs many short trials, so the fixed cost of on
    which pays the imports and the per-process caches, is shown apart. Measured twice: as is, and
    with `execution.executor.prefetch_state()` called first in each trial, so the node-state read
    (about 0.1 s, half of it the clock kernel) overlaps the trial's planning.
+4. the observer on a ~10 s run (issue 34, item 4: "the harness (probe, sampler, state read) costs
+   <= 1% of the benchmark's own figure and <= 2% of wall time"): alternating pairs of bare mpirun
+   xhpl and one in-process run (discover + expand + run_all, as a tuner's trial: state read,
+   sampler, placement probe, store), each side's wall time and HPL's own Gflop/s (the bare run's
+   from its output, the tool's as stored). The interpreter's start and imports, which a CLI run
+   pays once per command and a tuner once per session, are not the observer's: figure 1 has them.
 
 Both sides run the same HPL.dat (clusterbench.bench.hpl.input.render_hpl_dat: one N, NB, grid
 1 x ranks) and the same mpirun line (launch.mpirun.mpirun_command with the layout's thread
@@ -25,6 +31,7 @@ PYTHONPYCACHEPREFIX (warmed by one unmeasured run) unless --no-bytecode-cache is
 
     .venv/bin/python benchmarks/harness_overhead.py [--n 10000] [--nb 192] [--pairs 3]
         [--tiny-n 1000] [--tiny-pairs 5] [--inprocess-runs 6] [--skip-long] [--no-bytecode-cache]
+        [--observer-pairs 4] [--only-observer]
 """
 
 from __future__ import annotations
@@ -56,12 +63,16 @@ def main() -> None:
     ap.add_argument("--skip-long", action="store_true", help="only the tiny run's fixed costs")
     ap.add_argument("--no-bytecode-cache", action="store_true",
                     help="leave PYTHONDONTWRITEBYTECODE as the environment has it")
+    ap.add_argument("--observer-pairs", type=int, default=4,
+                    help="alternating pairs of bare xhpl and an in-process run at --n (0: skip)")
+    ap.add_argument("--only-observer", action="store_true", help="only figure 4 (the observer on a long run)")
     args = ap.parse_args()
     for name in ("n", "tiny_n"):
         if not 100 <= getattr(args, name) <= 40000:
             ap.error(f"--{name.replace('_', '-')} must be within 100..40000")
-    if not 1 <= args.pairs <= 50 or not 1 <= args.tiny_pairs <= 100 or not 0 <= args.inprocess_runs <= 100:
-        ap.error("--pairs 1..50, --tiny-pairs 1..100, --inprocess-runs 0..100")
+    if not 1 <= args.pairs <= 50 or not 1 <= args.tiny_pairs <= 100 or not 0 <= args.inprocess_runs <= 100 \
+            or not 0 <= args.observer_pairs <= 50:
+        ap.error("--pairs 1..50, --tiny-pairs 1..100, --inprocess-runs 0..100, --observer-pairs 0..50")
 
     xhpl = find_xhpl()
     if not xhpl:
@@ -106,6 +117,9 @@ def main() -> None:
 
     timed(tool_cmd(args.tiny_n), tmp, env)  # warms the bytecode cache, the build lookups and the store
     timed(bare_cmd, bare_dir(args.tiny_n), bare_env)
+    if args.only_observer:
+        observer(args.n, args.nb, args.observer_pairs, bare_cmd, bare_dir(args.n), bare_env)
+        return
 
     print(f"tiny run N={args.tiny_n} NB={args.nb}, {args.tiny_pairs} alternating pairs:", flush=True)
     tb, tt = pairs(args.tiny_n, args.tiny_pairs, "tiny")
@@ -127,19 +141,49 @@ def main() -> None:
         b, t = pairs(args.n, args.pairs, "long")
         print(f"  medians: mpirun xhpl {b:.2f} s, clusterbench bench {t:.2f} s")
         print(f"overhead ratio: {t / b:.3f}  (target <= 1.02)")
+    if args.observer_pairs:
+        observer(args.n, args.nb, args.observer_pairs, bare_cmd, bare_dir(args.n), bare_env)
 
 
-def in_process(n: int, nb: int, runs: int, ahead: bool) -> tuple[float, list[float]]:
+def observer(n: int, nb: int, count: int, bare_cmd: list[str], cwd: Path, bare_env: dict) -> None:
+    """Figure 4: bare xhpl against one in-process run, alternating; wall time and HPL's Gflop/s."""
+    from clusterbench.bench.hpl.output import parse_hpl
+
+    print(f"observer: N={n} NB={nb}, {count} alternating pairs of bare mpirun xhpl and one in-process run:",
+          flush=True)
+    in_process(min(n, 1000), nb, 1, False)  # pays the imports and the per-process caches before the pairs
+    walls, flops = ([], []), ([], [])
+    for i in range(count):
+        t0 = time.perf_counter()
+        out = subprocess.run(bare_cmd, cwd=cwd, env=bare_env, check=True, capture_output=True, text=True).stdout
+        walls[0].append(time.perf_counter() - t0)
+        flops[0].append(max(r.gflops for r in parse_hpl(out).results))
+        seconds, gflops = in_process(n, nb, 1, False, figure=True)
+        walls[1].append(seconds[0])
+        flops[1].append(gflops[0])
+        print(f"  pair {i + 1}: bare {walls[0][-1]:.2f} s {flops[0][-1]:.2f} Gflop/s, in-process "
+              f"{walls[1][-1]:.2f} s {flops[1][-1]:.2f} Gflop/s (wall x{walls[1][-1] / walls[0][-1]:.3f}, "
+              f"Gflop/s x{flops[1][-1] / flops[0][-1]:.3f})", flush=True)
+    wall_ratio = statistics.median(walls[1]) / statistics.median(walls[0])
+    flop_ratio = statistics.median(flops[1]) / statistics.median(flops[0])
+    print(f"  medians: bare {statistics.median(walls[0]):.2f} s {statistics.median(flops[0]):.2f} Gflop/s, "
+          f"in-process {statistics.median(walls[1]):.2f} s {statistics.median(flops[1]):.2f} Gflop/s")
+    print(f"observer cost: wall x{wall_ratio:.3f} (target <= 1.02), HPL's Gflop/s x{flop_ratio:.3f} "
+          "(target >= 0.99)", flush=True)
+
+
+def in_process(n: int, nb: int, runs: int, ahead: bool, figure: bool = False) -> tuple:
     """Seconds of each `run_all` call with one planned run, in this process, as a tuner makes them;
     `ahead`: each trial first starts the node-state read (executor.prefetch_state), so that it
-    overlaps the trial's discovery, expansion and store set-up."""
+    overlaps the trial's discovery, expansion and store set-up. `figure`: (every call's seconds,
+    every call's stored hpl_gflops) instead of (first, rest)."""
     from clusterbench.campaign.expand import expand
     from clusterbench.campaign.spec import BenchmarkBlock, Campaign
     from clusterbench.execution.executor import prefetch_state
     from clusterbench.execution.loop import QuietReporter, run_all
     from clusterbench.store.db import Store
 
-    times = []
+    times, gflops = [], []
     for _ in range(runs):
         t0 = time.perf_counter()  # discovery and expansion included: a tuner plans each trial too
         if ahead:
@@ -153,7 +197,8 @@ def in_process(n: int, nb: int, runs: int, ahead: bool) -> tuple[float, list[flo
         times.append(time.perf_counter() - t0)
         if results[0].status != "ok":
             sys.exit(f"in-process run {results[0].id} ended {results[0].status}: {results[0].reason}")
-    return times[0], times[1:]
+        gflops += [m.value for m in results[0].outcome.metrics if m.name == "hpl_gflops"][:1]
+    return (times, gflops) if figure else (times[0], times[1:])
 
 
 if __name__ == "__main__":
