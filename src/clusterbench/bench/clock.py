@@ -29,7 +29,7 @@ class Clock(NativeKernel):
     default_ranks = 1
     threaded_default = False
     # A cluster run compares nodes on the mean over the slices (analysis/cluster.py says why).
-    metrics = (MetricSpec("clock_gflops", "Gflop/s", True),
+    metrics = (MetricSpec("clock_gflops", "Gflop/s", True, uses=(ReportUse("ceiling", "fma"),)),  # a core's FMA peak
                MetricSpec("clock_gflops_mean", "Gflop/s", True,
                           uses=(ReportUse("cluster", "node", "FMA rate (one core)", "Gflop/s", order=40,
                                           key="clock"),)))

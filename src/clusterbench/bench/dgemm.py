@@ -33,7 +33,8 @@ class Dgemm(NativeKernel):
     default_ranks = 1
     threaded_default = False
     metrics = (merit(MetricSpec("dgemm_gflops", "Gflop/s", True, ("n",),  # a cluster run's per-node figure:
-                                uses=(ReportUse("cluster", "node", "DGEMM", "Gflop/s", order=20, key="dgemm"),))),
+                                uses=(ReportUse("cluster", "node", "DGEMM", "Gflop/s", order=20, key="dgemm"),
+                                      ReportUse("ceiling", "dgemm")))),
                MetricSpec("dgemm_gflops_per_rank", "Gflop/s", True, ("n", "stat")))
     parameters = (
         Param("n", int, 2000, "matrix order N", minimum=1),

@@ -23,6 +23,7 @@ COMMANDS = {
     "report": "report_cmd", "compare": "report_cmd", "results": "results_cmd", "run": "run_cmd",
     "system": "system_cmd", "tag": "tag_cmd", "untag": "tag_cmd", "tune": "tune_cmd",
     "exclude": "curate_cmd", "include": "curate_cmd", "note": "curate_cmd", "noise": "noise_cmd",
+    "ceilings": "ceilings_cmd", "explain": "ceilings_cmd",
 }
 MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 _VALUED_OPTIONS = ("--db", "--limit", "--quiet-check")  # the main options that take a value (cli/app.py main_options)

@@ -52,6 +52,8 @@ SUMMARIES = {
     "include": "Count excluded runs again (undoes `clusterbench exclude`).",
     "note": "Add a note to a stored run: `results RUN` and the report show it.",
     "noise": "The noise floor per system, benchmark, configuration and metric, from 3+ counted repeats.",
+    "ceilings": "What each stored system can do: FMA peak, DGEMM per cores and BLAS, STREAM Triad per thread count.",
+    "explain": "A run against its node's ceilings (DGEMM x cores, FMA peak, Rpeak; Triad) and its bottleneck.",
     "build": "Build official benchmarks (HPL, HPCG, IMB, OSU, STREAM, LULESH) for this cluster, with provenance.",
     "campaign": "Declarative sweeps: run a campaign file, resume it, list campaigns.",
     "cluster": "Nodes of a cluster: facts, preflight checks, a command on all, BLAS.",

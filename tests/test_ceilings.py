@@ -1,0 +1,90 @@
+"""Node ceilings and `explain` (issue 35): real clock, DGEMM, STREAM and HPL runs, stored, then read back.
+
+The acceptance case: with OPENBLAS_CORETYPE forced to a generic core (it stands in for a BLAS that does not
+know its CPU), `explain` names the BLAS kernel as the bottleneck and gives the remedy; for the library's own
+choice it does not. The suite runs benchmarks side by side, so its runs are measured but not flagged
+disturbed (CLUSTERBENCH_DISTURBANCE=record, tests/conftest.py): the bottleneck here is never "other work"."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from tests.conftest import cli, cli_json
+
+
+def _latest(db, benchmark: str) -> str:
+    con = sqlite3.connect(db)
+    try:
+        return con.execute("SELECT id FROM runs WHERE benchmark=? ORDER BY started_at DESC, rowid DESC LIMIT 1",
+                           (benchmark,)).fetchone()[0]
+    finally:
+        con.close()
+
+
+def _best(db, metric: str, benchmark: str) -> float:
+    con = sqlite3.connect(db)
+    try:
+        return con.execute("SELECT max(m.value) FROM metrics m JOIN runs r ON r.id=m.run_id WHERE m.name=? AND "
+                           "r.benchmark=? AND r.valid=1 AND m.valid=1", (metric, benchmark)).fetchone()[0]
+    finally:
+        con.close()
+
+
+def _bench(*args: str, env: dict | None = None) -> None:
+    out = cli("bench", *args, env=env)
+    assert out.returncode == 0, out.stderr[-2000:] + out.stdout[-2000:]
+
+
+@pytest.fixture
+def measured(isolated_db, xhpl):
+    """A store with every ceiling of this node measured once, and two HPL runs: native and generic kernels."""
+    _bench("clock", "-p", "ms=100")
+    _bench("dgemm", "-p", "n=600", "-p", "ranks=1", "-p", "threads=1", "-p", "blas=openblas-serial")
+    _bench("stream", "-p", "n=2000000", "-p", "ranks=1", "-p", "threads=1")
+    _bench("hpl", "-p", "n=1200", "-p", "blas=openblas-serial")
+    native = _latest(isolated_db, "hpl")
+    _bench("hpl", "-p", "n=1200", "-p", "blas=openblas-serial", env={"OPENBLAS_CORETYPE": "Prescott"})
+    generic = _latest(isolated_db, "hpl")
+    assert native != generic
+    return isolated_db, native, generic
+
+
+def test_ceilings_are_the_best_counted_figures_of_the_kernels(measured):
+    db, _, _ = measured
+    found = {c["measure"]: c for c in cli_json("ceilings", "--json")}
+    assert set(found) == {"fma", "dgemm", "triad"}
+    assert found["fma"]["value"] == pytest.approx(_best(db, "clock_gflops", "clock"))
+    assert found["dgemm"]["value"] == pytest.approx(_best(db, "dgemm_gflops", "dgemm"))
+    assert found["dgemm"]["cores"] == 1 and found["dgemm"]["variant"] == "openblas-serial"
+    assert found["triad"]["value"] == pytest.approx(_best(db, "stream_triad", "stream"))
+    table = cli("ceilings", env={"COLUMNS": "80"})
+    assert table.returncode == 0 and all(len(line) <= 80 for line in table.stdout.splitlines()), table.stdout
+
+
+def test_explain_names_a_generic_blas_kernel_with_its_remedy_and_not_the_native_one(measured):
+    _, native, generic = measured
+    slow = cli_json("explain", generic, "--json")
+    assert slow["bottleneck"] == "the BLAS kernel", slow
+    assert any("remedy: OPENBLAS_CORETYPE=" in line and "Prescott" in line for line in slow["evidence"]), slow
+    assert "setting: OPENBLAS_CORETYPE=Prescott" in slow["facts"]
+    fast = cli_json("explain", native, "--json")
+    assert fast["bottleneck"] != "the BLAS kernel" and not any("remedy" in e for e in fast["evidence"]), fast
+    # Placed against DGEMM on its cores, the measured FMA peak and the nominal Rpeak, each a real fraction.
+    kinds = [a["ceiling"] for a in fast["against"]]
+    assert any(k.startswith("DGEMM") for k in kinds) and any(k.startswith("FMA peak") for k in kinds), kinds
+    for placed in fast["against"]:
+        assert placed["fraction"] == pytest.approx(fast["value"] / placed["value"], rel=1e-3)
+    assert slow["value"] < fast["value"]  # the generic kernels are slower: what the bottleneck says
+    text = cli("explain", generic, env={"COLUMNS": "80"})
+    assert text.returncode == 0 and "bottleneck: the BLAS kernel" in text.stdout
+    assert all(len(line) <= 80 for line in text.stdout.splitlines()), text.stdout
+
+
+def test_explain_of_a_stream_run_and_of_an_unknown_run(measured):
+    db, _, _ = measured
+    placed = cli_json("explain", _latest(db, "stream"), "--json")
+    assert placed["figure"] == "stream_triad" and placed["bottleneck"].startswith("memory bandwidth")
+    assert placed["against"] and 0 < placed["against"][0]["fraction"] <= 1.0 + 1e-9
+    out = cli("explain", "no-such-run")
+    assert out.returncode == 2 and "no stored run" in out.stderr and "Traceback" not in out.stderr
