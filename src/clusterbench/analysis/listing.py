@@ -12,6 +12,7 @@ usual cause.
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -224,16 +225,17 @@ def blas_lines(row: sqlite3.Row) -> list[str]:
 
 def headline(store: Store, run_id: str, benchmark: str | None = None) -> str:
     """The figure a reader wants first: the best valid value of a metric declared as a listing's
-    headline (HPL's Gflop/s, also stored by HPCC), else the first metric. With the run's `benchmark`
-    only its own declarations are read (a listing of runs imports the benchmarks it shows, not all)."""
+    headline (HPL's Gflop/s, also stored by HPCC), else of the benchmark's figure of merit (STREAM's
+    Triad), else the first metric; in a readable unit (`readable`). With the run's `benchmark` only its
+    own declarations are read (a listing of runs imports the benchmarks it shows, not all)."""
     ms = store.metrics(run_id)
-    for d in _headline_uses(benchmark):
-        values = [m["value"] for m in ms if m["name"] == d.spec.name and m["valid"]]
+    for d in [*_headline_uses(benchmark), *_merit_uses(benchmark)]:
+        values = [m["value"] for m in ms if m["name"] == d.spec.name and m["valid"] and d.spec.applies(m["value"])]
         if values:
             best = max(values) if d.spec.higher_is_better else min(values)
-            return f"{d.use.title} {d.spec.shown(d.use)(best):.2f} {d.use.unit or d.spec.unit}"
+            return f"{d.use.title or d.spec.name} {readable(d.spec.shown(d.use)(best), d.use.unit or d.spec.unit)}"
     if ms:
-        return f"{ms[0]['name']} {ms[0]['value']:.4g} {ms[0]['unit']}"
+        return f"{ms[0]['name']} {readable(ms[0]['value'], ms[0]['unit'])}"
     return "-"
 
 
@@ -249,6 +251,71 @@ def _headline_uses(benchmark: str | None) -> list:
         except UserInputError:
             pass
     return registry.drawn("listing", "headline")
+
+
+def _merit_uses(benchmark: str | None) -> list:
+    """The figure-of-merit use of `benchmark`'s metrics (none when it is not given or not registered)."""
+    from clusterbench.bench import registry
+    from clusterbench.errors import UserInputError
+
+    if benchmark is None:
+        return []
+    try:
+        return registry.drawn("history", "merit", benchmark)
+    except UserInputError:
+        return []
+
+
+# Units a listing moves a large value up to, 1000 (or 1024) of them at a time: MB/s above 1000 is GB/s,
+# a latency of 1500 us is 1.50 ms. Flop rates stay in Gflop/s (how HPL and the reports say them).
+_LADDERS = (
+    (1000.0, ("B/s", "KB/s", "MB/s", "GB/s", "TB/s")),
+    (1024.0, ("B/s", "KiB/s", "MiB/s", "GiB/s", "TiB/s")),
+    (1000.0, ("Mflop/s", "Gflop/s")),
+    (1000.0, ("ns", "us", "ms", "s")),
+    (1000.0, ("bit/s", "Kbit/s", "Mbit/s", "Gbit/s", "Tbit/s")),
+)
+_HUGE = 1e15  # at and above this a number is written with an exponent (a hostile or broken value, not a rate)
+
+
+def significant(value: float, digits: int = 3) -> str:
+    """`value` with `digits` significant digits and no exponent: 26450.3 -> '26450' (the whole digits
+    are kept), 23.56 -> '23.6', 0.3851 -> '0.385'. NaN and infinities as Python writes them; values at
+    or above 1e15 (no measurement) with an exponent, so a hostile value cannot make a cell 300 wide."""
+    value = float(value)
+    if not math.isfinite(value) or abs(value) >= _HUGE:
+        return f"{value:.{digits}g}"
+    if value == 0:
+        return "0"
+    rounded = float(f"{value:.{digits}g}")
+    size = abs(rounded)
+    if size >= 10 ** (digits - 1):
+        return f"{value:.0f}"
+    decimals = digits - 1 - math.floor(math.log10(size))
+    return f"{rounded:.{min(decimals, 20)}f}"
+
+
+def scaled(value: float, unit: str) -> tuple[float, str]:
+    """(value, unit) moved up its unit's ladder while it is 1000 (1024) or more: (26450, 'MB/s') ->
+    (26.45, 'GB/s'). A unit on no ladder, or a value that is not finite, is left as it is."""
+    for step, names in _LADDERS:
+        if unit in names and math.isfinite(value):
+            at = names.index(unit)
+            while abs(value) >= step and at + 1 < len(names):
+                value, at = value / step, at + 1
+            return value, names[at]
+    return value, unit
+
+
+def readable(value: float, unit: str | None) -> str:
+    """A value as a listing shows it: in a unit it reads well in (`scaled`), 3 significant digits, no
+    exponent ('26.5 GB/s', '23.6 Gflop/s', '0.385 us'). A stored value that is no number (a hostile
+    database) is shown as its text, cut to 40 characters."""
+    try:
+        value, unit = scaled(float(value), unit or "")
+    except (TypeError, ValueError):
+        return f"{str(value)[:40]} {unit or ''}".rstrip()
+    return f"{significant(value)} {unit}".rstrip()
 
 
 @dataclass

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from clusterbench.bench.registry import build_recipes
 from clusterbench.cli.app import MpiOpt, app, console
@@ -121,15 +120,29 @@ def _mpi(e: dict) -> str:
 
 
 @build_app.command("list")
-def build_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+def build_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+               wide: Annotated[bool, typer.Option("--wide", help="Every column, however wide the terminal.")] = False,
+               ) -> None:
     """The registered builds whose binaries still exist, newest first."""
+    from clusterbench.cli.results_view import Column, fitted_table, print_table
+
     entries = registered_builds()
     if as_json:
         print(json.dumps(entries, indent=2))
         return
-    table = Table("name", "version", "MPI", "flags", "source", "built", "binary", title="builds",
-                  title_justify="left")
-    for e in entries:
-        table.add_row(escape(str(e.get("name"))), escape(str(e.get("version"))), escape(_mpi(e)), escape(_flags(e)),
-                      escape(str(e.get("source"))), escape(str(e.get("built_at"))), escape(e["binary"]))
-    console.print(table)
+
+    def cells(read: Callable[[dict], object]) -> list[str]:
+        return [escape(str(read(e))) for e in entries]
+
+    # The binary's path is what a campaign or a shell is given: folded over lines when narrow, never cut.
+    table, dropped, _ = fitted_table([
+        Column("name", cells(lambda e: e.get("name"))),
+        Column("version", cells(lambda e: e.get("version")), rank=1),
+        Column("MPI", cells(_mpi), rank=2),
+        Column("flags", cells(_flags), rank=5, wrap=12, most=40),
+        Column("source", cells(lambda e: e.get("source")), rank=6, wrap=12, most=40),
+        Column("built (UTC)", cells(lambda e: str(e.get("built_at") or "")[:16].replace("T", " ")), rank=3),
+        Column("binary", cells(lambda e: e["binary"]), rank=4, wrap=20)], console.width, wide, title="builds")
+    if dropped:
+        table.caption = f"--wide or --json shows what is left out here: {', '.join(dropped)}"
+    print_table(table, wide)

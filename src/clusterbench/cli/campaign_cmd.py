@@ -141,17 +141,30 @@ def _run(loaded, spread_s, retry_failed, as_json):
 
 
 @campaign_app.command("list")
-def campaign_list() -> None:
+def campaign_list(
+    wide: Annotated[bool, typer.Option("--wide", help="Every column, however wide the terminal.")] = False,
+) -> None:
     """Campaigns in the store with their run counts by status."""
+    from clusterbench.cli.results_view import GAP, Column, cell_width, fitted_table, print_table
+
     with open_store() as store:
         rows = store.campaign_counts()
-    table = Table(title="campaigns", title_justify="left")
-    for col in ("campaign", "runs", "ok", "invalid", "failed", "timeout", "unfinished", "last run"):
-        table.add_column(col)
-    for r in rows:
-        table.add_row(*(str(r[k] if r[k] is not None else "") for k in
-                        ("campaign", "runs", "ok", "invalid", "failed", "timeout", "unfinished", "last")))
-    console.print(table)
+    names = [escape(str(r["campaign"])) for r in rows]
+    longest = max(map(cell_width, names), default=0)
+    # a campaign's name is what --campaign is given: whole on its line; folded only when longer than the line
+    fold = max(10, console.width - GAP - 6) if longest + GAP + 6 > console.width else 0
+
+    def counts(key: str) -> list[str]:
+        return [str(r[key] if r[key] is not None else "") for r in rows]
+
+    columns = [Column("campaign", names, wrap=fold)]
+    columns += [Column(key, counts(key), rank=rank, justify="right") for rank, key in (
+        (1, "runs"), (2, "ok"), (4, "failed"), (5, "invalid"), (6, "timeout"), (7, "unfinished"))]
+    columns.append(Column("last run (UTC)", [str(r["last"] or "")[:16].replace("T", " ") for r in rows], rank=3))
+    table, dropped, _ = fitted_table(columns, console.width, wide, title="campaigns")
+    if dropped:
+        table.caption = f"--wide shows what is left out here: {', '.join(dropped)}"
+    print_table(table, wide)
 
 
 @app.command()

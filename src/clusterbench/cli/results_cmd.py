@@ -35,10 +35,13 @@ def results(
         help="Statistics over valid repeats: " + ",".join(("n", "mean", "std", "min", "max", "median", "ci95", "cv"))
              + " (default: all).")] = None,
     cv_warn: Annotated[float, typer.Option(help="Flag configurations whose CV exceeds this.")] = 0.05,
+    wide: Annotated[bool, typer.Option(
+        "--wide", help="Every column of the table, however wide the terminal (else the least useful columns that "
+                       "do not fit are left out, and the table says which; a run id is never cut).")] = False,
 ) -> None:
     """List stored runs with their key metric, export every metric, or summarise repeats.
 
     With --group-by or --stat: one row per metric and configuration, over valid repeats only
     (invalid ones are counted in n_invalid, never averaged in).
     """
-    show(run_id, benchmark, campaign, status, metric, select, limit, fmt, group_by, stat, cv_warn)
+    show(run_id, benchmark, campaign, status, metric, select, limit, fmt, group_by, stat, cv_warn, wide)

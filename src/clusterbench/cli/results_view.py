@@ -7,7 +7,9 @@ and pydantic; cli/results_cmd.py declares the command's options for typer and ca
 
 import csv
 import json
+import math
 import sys
+from dataclasses import dataclass
 from enum import Enum
 
 from rich.markup import escape
@@ -17,7 +19,7 @@ from clusterbench.cli.shared import console, open_store
 from clusterbench.errors import UserInputError
 
 TABLE_LIMIT = 50  # runs the table shows unless --limit says otherwise; an export has every run selected
-WIDE_COLUMNS = 140  # narrower terminals get the runs table's four-column layout (a run id is never cut)
+GAP = 2  # spaces between two columns of a listing
 CELL_CHARS = 60  # a reason or note in a table cell: longer ones are cut ('...'), `results RUN` shows them whole
 
 
@@ -30,8 +32,9 @@ class Format(str, Enum):
 def show(run_id: str | None = None, benchmark: str | None = None, campaign: str | None = None,
          status: str | None = None, metric: str | None = None, select: list[str] | None = None,
          limit: int | None = None, fmt: Format = Format.table, group_by: str | None = None,
-         stat: str | None = None, cv_warn: float = 0.05) -> None:
-    """`clusterbench results` with its options parsed (the defaults are the command's)."""
+         stat: str | None = None, cv_warn: float = 0.05, wide: bool = False) -> None:
+    """`clusterbench results` with its options parsed (the defaults are the command's). `wide`: every
+    column, however wide the terminal (else the least useful columns that do not fit are left out)."""
     from clusterbench.analysis.listing import list_runs
     from clusterbench.cli.shared import modules_loaded
 
@@ -46,7 +49,7 @@ def show(run_id: str | None = None, benchmark: str | None = None, campaign: str 
 
             selection = parse_selection(select, store)
         if group_by is not None or stat is not None:
-            _print_stats(store, campaign, benchmark, metric, group_by, stat, cv_warn, fmt, selection)
+            _print_stats(store, campaign, benchmark, metric, group_by, stat, cv_warn, fmt, selection, wide)
             return
         if limit is None:
             limit = TABLE_LIMIT if fmt == Format.table else 0
@@ -59,13 +62,14 @@ def show(run_id: str | None = None, benchmark: str | None = None, campaign: str 
         elif fmt == Format.csv:
             _write_csv(listing.records)
         else:
-            _print_runs(store, listing.runs)
+            _print_runs(store, listing.runs, wide)
             if listing.shown_note:
                 console.print(listing.shown_note, highlight=False)
 
 
-def _print_stats(store, campaign, benchmark, metric, group_by, stat, cv_warn, fmt, selection=None) -> None:
-    from clusterbench.analysis.stats import STATS, config_columns, parse_stats, stats_table
+def _print_stats(store, campaign, benchmark, metric, group_by, stat, cv_warn, fmt, selection=None,
+                 wide: bool = False) -> None:
+    from clusterbench.analysis.stats import config_columns, parse_stats, stats_table
     from clusterbench.report import csvsafe
 
     stats = parse_stats(stat)
@@ -84,24 +88,61 @@ def _print_stats(store, campaign, benchmark, metric, group_by, stat, cv_warn, fm
         else:
             csvsafe.frame(table).to_csv(sys.stdout, index=False)
         return
-    constant = [c for c in ("benchmark", "metric", "unit") if table[c].nunique() <= 1]
-    note = ", ".join(f"{c} {table[c].iloc[0]}" for c in constant if table[c].iloc[0])
-    shown = [c for c in config_columns(table) if c not in constant]
-    out = Table(title=f"Statistics over valid repeats{f' - campaign {campaign}' if campaign else ''}"
-                      f"{f' ({note})' if note else ''}", title_justify="left")
-    for col in shown + stats + ["n_invalid"]:
-        out.add_column(col, justify="right" if col in STATS or col == "n_invalid" else "left")
     records = table.to_dict("records")
     for rec in records:  # pandas fills a missing warning with NaN (a float), not None
         rec["warning"] = rec["warning"] if isinstance(rec["warning"], str) else None
-    for rec in records:
-        cells = [escape(_cell(rec[c], c)) for c in shown + stats + ["n_invalid"]]
-        out.add_row(*cells, style="yellow" if rec["warning"] else None)
-    console.print(out)
+    _in_readable_units(records)
+    config = config_columns(table)
+    constant = [c for c in ("benchmark", "metric", "unit") if len({rec[c] for rec in records}) <= 1]
+    note = ", ".join(f"{c} {records[0][c]}" for c in constant if records and records[0][c])
+    shown = [c for c in config if c not in constant]
+    columns = [Column(c, [escape(_cell(rec[c], c)) for rec in records], wrap=10) for c in shown]
+    ranked = [c for c in STAT_RANKS if c in stats]
+    columns += [Column(c, [escape(_cell(rec[c], c)) for rec in records], rank=1 + ranked.index(c), justify="right")
+                for c in stats]
+    columns.append(Column("n_invalid", [escape(_cell(rec["n_invalid"], "n_invalid")) for rec in records],
+                          rank=len(ranked) + 1, justify="right"))
+    out, dropped, _ = fitted_table(columns, console.width, wide, [
+        "yellow" if rec["warning"] else None for rec in records],
+        title=f"Statistics over valid repeats{f' - campaign {campaign}' if campaign else ''}"
+              f"{f' ({note})' if note else ''}")
+    if dropped:
+        out.caption = f"--stat NAMES or --wide shows what is left out here: {', '.join(dropped)}"
+    print_table(out, wide)
     for rec in records:
         if rec["warning"]:
             label = " ".join(f"{c}={rec[c]}" for c in shown if c not in ("benchmark", "unit"))
             console.print(f"[yellow]warning[/]: {escape(label)}: {escape(rec['warning'])}")
+
+
+SCALED_STATS = ("mean", "std", "min", "max", "median", "ci95")  # the statistics in the metric's unit
+STAT_RANKS = ("n", "mean", "cv", "median", "std", "min", "max", "ci95")  # kept first at 80 columns
+
+
+def _in_readable_units(records: list[dict]) -> None:
+    """Each metric's statistics in a unit they read well in, the same for every row of that unit (so the
+    rows compare at a glance): the unit its largest mean moves up to (analysis.listing.scaled, MB/s ->
+    GB/s), the records changed in place. The unit is chosen from each row's mean (else its median, max or min)."""
+    from clusterbench.analysis.listing import scaled
+
+    largest: dict[str, float] = {}
+    for rec in records:
+        typical = next((rec[s] for s in ("mean", "median", "max", "min") if isinstance(rec.get(s), int | float)
+                        and math.isfinite(rec[s])), None)
+        if typical is not None:
+            largest[rec["unit"]] = max(largest.get(rec["unit"], 0.0), abs(typical))
+    for unit, size in largest.items():
+        value, shown_unit = scaled(size, unit)
+        if shown_unit == unit or not value:
+            continue
+        factor = size / value
+        for rec in records:
+            if rec["unit"] != unit:
+                continue
+            rec["unit"] = shown_unit
+            for stat in SCALED_STATS:
+                if isinstance(rec.get(stat), int | float):
+                    rec[stat] = rec[stat] / factor
 
 
 def _selected_stats(store, selection, stats, campaign, benchmark, metric, keys, cv_warn):
@@ -134,7 +175,14 @@ def _cell(value, column: str) -> str:
     if column == "cv":
         return f"{value:.1%}"
     if isinstance(value, float):
-        return f"{value:.4g}"
+        from clusterbench.analysis.listing import significant
+
+        if column not in STAT_RANKS and value.is_integer() and abs(value) < 1e15:
+            return str(int(value))  # a parameter (n=100000.0): its value, not 3 digits of it
+        if column in STAT_RANKS:
+            return significant(value)
+        shown = significant(value, 4)  # a parameter's value: 0.5, not 0.5000
+        return shown.rstrip("0").rstrip(".") if "." in shown else shown
     return str(value)
 
 
@@ -165,41 +213,172 @@ def _plain(value):
     return value.item() if hasattr(value, "item") else str(value)
 
 
-def _print_runs(store, rows) -> None:
-    """The runs table. A run id is never cut: on a terminal narrower than WIDE_COLUMNS (80 columns, or a
-    pipe) the table keeps four columns (id, what ran, headline, flags) and says where the rest is."""
-    from clusterbench.analysis.listing import curation, headline, placement, row_flags
+@dataclass(eq=False)
+class Column:
+    """One column a listing may show. `rank` 0: always shown (the id, what a command is given); else the
+    lower the rank the longer it is kept on a narrow terminal. `wrap` 0: never wrapped (shown whole or
+    left out); else the narrowest it may be wrapped to, and `most` the widest it grows to (0: its longest
+    cell). A column whose every cell is blank ('' or '-') is not shown at all."""
 
-    wide = console.width >= WIDE_COLUMNS
-    table = Table(title=f"Runs in {escape(str(store.path))}", title_justify="left")
-    id_width = max((len(r["id"]) for r in rows), default=6)
-    table.add_column("run id", no_wrap=True, min_width=id_width)
-    columns = ("benchmark", "status", "params", "headline", "placement", "flags", "duration", "started (UTC)")
-    for col in columns if wide else ("run", "headline", "flags"):
-        table.add_column(col, overflow="fold")
-    for r in rows:
-        params = json.loads(r["params"])
-        short = " ".join(f"{k}={v}" for k, v in params.items() if k in ("n", "nb", "p", "q", "ranks", "threads"))
-        status = f"[{'green' if r['status'] == 'ok' else 'red'}]{r['status']}[/]"
-        verdict = placement(r)[0]
-        shown = "[bold red]MISMATCH[/]" if verdict == "mismatch" else escape(verdict)
-        flags = _flags_cell(row_flags(r), *curation(r))
-        value = escape(headline(store, r["id"], r["benchmark"]))
-        if wide:
-            table.add_row(r["id"], r["benchmark"], status, escape(short), value, shown, flags,
-                          f"{r['duration_s']:.1f} s" if r["duration_s"] is not None else "-",
-                          (r["started_at"] or "")[:19])
+    header: str
+    cells: list[str]  # Rich markup, one per row
+    rank: int = 0
+    wrap: int = 0
+    most: int = 0
+    justify: str = "left"
+    width: int = 0  # as fitted
+
+
+def cell_width(markup: str) -> int:
+    """The widest line of a cell, in terminal columns."""
+    from rich.text import Text
+
+    return max((line.cell_len for line in Text.from_markup(markup).split("\n")), default=0)
+
+
+def _blank(markup: str) -> bool:
+    from rich.text import Text
+
+    return Text.from_markup(markup).plain.strip() in ("", "-")
+
+
+def fit(columns: list[Column], width: int, wide: bool = False) -> tuple[list[Column], list[Column]]:
+    """(the columns shown, in their order, with their widths set; the columns left out) on a terminal
+    `width` wide: the rank-0 columns, then the others by rank while they fit at their narrowest, the
+    space left given to the wrapping ones, most useful first. `wide`: every column at its full width.
+    Why here and not Rich's own shrinking: Rich cuts every column it cannot fit ('20261…'), ids too."""
+    present = [c for c in columns if c.rank == 0 or not all(_blank(cell) for cell in c.cells)]
+    least = {}
+    for c in present:
+        natural = max(cell_width(text) for text in [c.header, *c.cells])
+        c.width = natural if wide or not c.wrap else min(natural, max(c.most or natural, c.wrap))
+        least[c] = c.width if wide or not c.wrap else min(c.width, c.wrap)
+    if wide:
+        return present, []
+    kept = [c for c in present if c.rank == 0]
+    used = sum(least[c] for c in kept) + GAP * max(0, len(kept) - 1)
+    dropped = []
+    for c in sorted((c for c in present if c.rank), key=lambda c: c.rank):
+        if used + GAP + least[c] <= width:
+            kept.append(c)
+            used += GAP + least[c]
         else:
-            if verdict == "mismatch":
-                flags = "\n".join(filter(None, ("[bold red]placement MISMATCH[/]", flags)))
-            table.add_row(r["id"], f"{escape(r['benchmark'])} {status}\n{escape(short)}".rstrip(), value, flags)
-    if not wide and rows:
-        table.caption = (f"{console.width} columns: placement, duration and start in `results RUN`, or with "
-                         f"{WIDE_COLUMNS}+ columns (COLUMNS={WIDE_COLUMNS})")
-        table.caption_justify = "left"
-    console.print(table)
+            dropped.append(c)
+    spare = width - used
+    for c in sorted(kept, key=lambda c: c.rank):  # the space left: to the most useful wrapping columns first
+        grow = max(0, min(spare, c.width - least[c]))
+        c.width, spare = least[c] + grow, spare - grow
+    return [c for c in present if c in kept], dropped
+
+
+def fitted_table(columns: list[Column], width: int, wide: bool = False, styles: list | None = None,
+                 title: str | None = None):
+    """(a borderless Rich table of `fit`'s columns, the headers of the columns left out, its width)."""
+    shown, dropped = fit(columns, width, wide)
+    table = Table(box=None, pad_edge=False, padding=(0, 1), header_style="bold", title=title, title_justify="left",
+                  caption_justify="left")
+    for c in shown:
+        table.add_column(c.header, width=c.width, no_wrap=not c.wrap, overflow="fold", justify=c.justify)
+    for i, row in enumerate(zip(*(c.cells for c in shown), strict=True)):
+        table.add_row(*row, style=styles[i] if styles else None)
+    return table, [c.header for c in dropped], sum(c.width for c in shown) + GAP * max(0, len(shown) - 1)
+
+
+def print_table(table, wide: bool) -> None:
+    """A fitted table; with --wide at its own width, however wide the terminal (a pager or a file
+    shows the long lines whole; a terminal wraps them). Rich prints no wider than its console, so a
+    wide table goes through a console of its width, on the same file with the same colours."""
+    needed = sum(c.width or 0 for c in table.columns) + GAP * max(0, len(table.columns) - 1)
+    if not wide or needed <= console.width:
+        console.print(table)
+        return
+    from rich.console import Console
+
+    Console(width=needed, file=console.file, force_terminal=console.is_terminal, color_system=console.color_system,
+            no_color=console.no_color).print(table)
+
+
+def _print_runs(store, rows, wide: bool = False) -> None:
+    """The runs table, its columns chosen for the terminal's width (`fit`): a run id is never cut (it is
+    what `results RUN`, `diff` and `compare run:ID` are given), the least useful columns are left out
+    first and the table says which; `--wide` shows them all. Ids too long to leave room for a result
+    beside them are printed each on a line of its own, the run's other columns under it (`_print_stacked`)."""
+    from clusterbench.analysis.listing import curation, headline, placement, row_flags, significant
+
+    ids = [escape(shown_text(r["id"])) for r in rows]
+    verdicts = [placement(r)[0] for r in rows]
+    results = [escape(headline(store, r["id"], r["benchmark"])) for r in rows]
+    # the flags after the status, less the one that repeats it (a failed run is flagged "failed")
+    flags = [_flags_cell([f for f in row_flags(r) if f != r["status"]], *curation(r)) for r in rows]
+    statuses = [f"[{'green' if r['status'] == 'ok' else 'red'}]{escape(shown_text(r['status']))}[/]" for r in rows]
+
+    def status_cells(mismatch: bool) -> list[str]:
+        """A run's status with its flags after it (the first on its line: what a reader scans for), and the
+        placement's alarm when its own column is left out."""
+        alarm = "[bold red]placement MISMATCH[/]"
+        return [" ".join(filter(None, (s, alarm if mismatch and v == "mismatch" else "", f)))
+                for s, v, f in zip(statuses, verdicts, flags, strict=True)]
+
+    placed = Column("placement", ["[bold red]MISMATCH[/]" if v == "mismatch" else escape(v) for v in verdicts], rank=7)
+    status = Column("status", status_cells(False), rank=2, wrap=12, most=CELL_CHARS + 12)
+    columns = [
+        Column("run id", ids),
+        Column("benchmark", [escape(shown_text(r["benchmark"])) for r in rows], rank=3),
+        status,
+        Column("result", results, rank=1),
+        Column("params", [escape(_short_params(r["params"])) for r in rows], rank=4, wrap=12, most=40),
+        placed,
+        Column("duration", [f"{significant(r['duration_s'])} s" if r["duration_s"] is not None else "-"
+                            for r in rows], rank=6, justify="right"),
+        Column("started (UTC)", [(r["started_at"] or "")[:16].replace("T", " ") for r in rows], rank=5),
+    ]
+    title = f"Runs in {escape(str(store.path))}"
+    width = console.width
     if not rows:
+        console.print(title, highlight=False)
         console.print(f"no runs stored yet in {escape(str(store.path))}: try `clusterbench run`")
+        return
+    stacked = not wide and max(map(cell_width, ids)) + GAP + max(map(cell_width, results)) > width
+    if stacked or placed not in fit(columns, width, wide)[0]:
+        status.cells = status_cells(True)
+    if stacked:
+        _print_stacked(title, columns)
+        return
+    table, dropped, _ = fitted_table(columns, width, wide, title=title)
+    if dropped:
+        table.caption = f"`results RUN` or --wide shows what is left out here: {', '.join(dropped)}"
+    print_table(table, wide)
+
+
+def _print_stacked(title: str, columns: list[Column]) -> None:
+    """The runs table for ids longer than the terminal leaves room for: each id whole on a line of its own
+    (soft-wrapped by the terminal when it is wider still, so it is copied whole), the run's other columns
+    that fit on the lines under it, indented, the most useful first (the result, then the status and flags)."""
+    from rich.padding import Padding
+    from rich.text import Text
+
+    console.print(title, highlight=False)
+    ids, others = columns[0], [c for c in columns[1:] if c.rank and c.rank <= 4]
+    present = sorted((c for c in others if not all(_blank(cell) for cell in c.cells)), key=lambda c: c.rank)
+    for i, run_id in enumerate(ids.cells):
+        console.print(Text.from_markup(run_id), soft_wrap=True, highlight=False)
+        details = "  ".join(c.cells[i].replace("\n", "; ") for c in present if not _blank(c.cells[i]))
+        if details:
+            console.print(Padding(Text.from_markup(details), (0, 0, 0, 2), expand=False), highlight=False)
+    left_out = [c.header for c in columns[1:] if c not in others and not all(_blank(cell) for cell in c.cells)]
+    if left_out:
+        console.print(f"`results RUN` or --wide shows what is left out here: {', '.join(left_out)}", highlight=False)
+
+
+def _short_params(params_json: str | None) -> str:
+    """The parameters a reader tells runs apart by (size, grid, ranks, threads), in one line."""
+    try:
+        params = json.loads(params_json or "{}")
+    except ValueError:
+        return ""
+    if not isinstance(params, dict):
+        return ""
+    return shown_text(" ".join(f"{k}={v}" for k, v in params.items() if k in ("n", "nb", "p", "q", "ranks", "threads")))
 
 
 def _flags_cell(flags: list[str], excluded: str | None, notes: list[str]) -> str:
@@ -230,6 +409,7 @@ def _show_run(store, run_id: str, fmt: Format) -> None:
         disturbance_lines,
         migrations,
         placement,
+        readable,
         run_details,
         state_lines,
     )
@@ -271,9 +451,13 @@ def _show_run(store, run_id: str, fmt: Format) -> None:
         console.print(f"nodes: {escape(line)}", style=style)
     console.print(f"command: {escape(r['command'] or '')}")
     console.print(f"workdir: {escape(r['workdir'] or '')}")
-    table = Table("metric", "value", "unit", "labels", "valid")
-    for m in run.metrics:
-        table.add_row(m["name"], f"{m['value']:.6g}", m["unit"], escape(m["labels"]), str(bool(m["valid"])))
+    ms = run.metrics
+    table, _, _ = fitted_table([
+        Column("metric", [escape(shown_text(m["name"])) for m in ms]),
+        Column("value", [escape(readable(m["value"], shown_text(m["unit"] or ""))) for m in ms], rank=1,
+               justify="right"),
+        Column("labels", [escape(shown_text(m["labels"])) for m in ms], rank=2, wrap=16),
+        Column("valid", [str(bool(m["valid"])) for m in ms], rank=3)], console.width)
     console.print(table)
     for a in data["artifacts"]:
         console.print(f"output: {escape(a['name'])} ({a['size']} bytes, sha256 {a['sha256'][:12]}) {escape(a['path'])}")

@@ -147,28 +147,55 @@ def _duration(seconds: float) -> str:
     return fmt_duration(seconds if math.isfinite(seconds) else None)
 
 
-def _run(store, session, out: Path, as_json: bool) -> None:
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+class TrialBar:
+    """The tuner's progress line: its name, the bar of the budget spent, 'spent/budget s budget', the time
+    elapsed, and the last trial (level, value, configuration). The bar keeps its width and the trial's note
+    gives way (cli/progress.py bar_column, room): the note, a whole configuration, once made Rich shrink
+    the bar and the elapsed time to nothing after the first trial."""
 
+    def __init__(self, label: str, budget_s: float, console, disable: bool = False) -> None:
+        from rich.progress import Progress, TimeElapsedColumn
+
+        from clusterbench.cli.progress import bar_column, text_column
+
+        self.label, self.budget_s, self.console = label, budget_s, console
+        self.bar = bar_column(console.width)
+        self.progress = Progress(text_column(f"[bold]{escape(label)}[/]"), self.bar,
+                                 text_column("{task.fields[spent]}"), TimeElapsedColumn(),
+                                 text_column("{task.fields[note]}", shrinks=True), console=console, transient=True,
+                                 disable=disable)
+        self.task = self.progress.add_task("tune", total=budget_s, spent=self._spent(0.0), note="")
+
+    def _spent(self, spent_s: float) -> str:
+        return f"{spent_s:.0f}/{self.budget_s:.0f} s budget"
+
+    def show(self, spent_s: float, note: str) -> None:
+        """The budget spent so far and the last trial's note, shortened to what the line leaves it."""
+        from clusterbench.cli.progress import elapsed_text, room, shortened
+
+        spent = self._spent(spent_s)
+        elapsed = elapsed_text(next(t for t in self.progress.tasks if t.id == self.task).elapsed)
+        most = room(self.console.width, self.bar.bar_width, self.label, spent, elapsed)
+        self.progress.update(self.task, completed=min(spent_s, self.budget_s), spent=spent,
+                             note=escape(shortened(note, most)))
+
+
+def _run(store, session, out: Path, as_json: bool) -> None:
     from clusterbench.campaign.engine import campaign_lock
     from clusterbench.report.tune import best_so_far_svg
     from clusterbench.tune.session import summary, tag_best, trial_points, write_outputs
 
-    budget = session.options.budget_s
-    progress = Progress(TextColumn(f"[bold]tune {session.tuning.benchmark}[/]"), BarColumn(),
-                        TextColumn("{task.fields[spent]:.0f}/" f"{budget:.0f} s budget"), TimeElapsedColumn(),
-                        TextColumn("{task.fields[note]}"), console=err_console, transient=True, disable=as_json)
-    task = progress.add_task("tune", total=budget, spent=0.0, note="")
+    bar = TrialBar(f"tune {session.tuning.benchmark}", session.options.budget_s, err_console, disable=as_json)
     spent = [0.0]
 
     def on_trial(sample, partial) -> None:
         if not sample.replayed:
             spent[0] += sample.seconds
         value = f"{sample.value:.2f} {session.tuning.merit_unit}" if math.isfinite(sample.value) else "invalid"
-        note = f"L{sample.level} {sample.config.key()[:70]} {value}{' (stored)' if sample.replayed else ''}"
-        progress.update(task, completed=min(spent[0], budget), spent=spent[0], note=escape(note))
+        # the level and the value first: what a narrow terminal cuts is the end of the configuration
+        bar.show(spent[0], f"L{sample.level} {value}{' (stored)' if sample.replayed else ''} {sample.config.key()}")
 
-    with campaign_lock(store.path, session.name), progress:
+    with campaign_lock(store.path, session.name), bar.progress:
         result = session.run(on_trial)  # interrupted: the CLI's one handler says how to continue
     tag_best(store, session, result)
     paths = write_outputs(session, result, out)
