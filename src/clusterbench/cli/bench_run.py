@@ -136,10 +136,12 @@ def print_metrics(result) -> None:
                                                                                           "peak_bandwidth")]
     plain = [m for m in result.outcome.metrics if m not in sized]
     if plain:
-        table = Table("metric", "value", "unit", "labels")
+        from clusterbench.analysis.listing import readable
+
+        table = Table("metric", "value", "labels")
         for m in plain:
             labels = " ".join(f"{k}={v}" for k, v in m.labels.items())
-            table.add_row(m.name, f"{m.value:.6g}", m.unit, escape(labels), style=None if m.valid else "red")
+            table.add_row(m.name, readable(m.value, m.unit), escape(labels), style=None if m.valid else "red")
         console.print(table)
     if sized:
         names = list(dict.fromkeys(m.name for m in sized))

@@ -221,6 +221,8 @@ SHOWN_SIZES = (0, 2**10, 2**13, 2**15, 2**20)  # the sizes the STFC study tabula
 
 
 def print_summary(s: dict) -> None:
+    from clusterbench.analysis.listing import readable
+
     t = Table(title="clusterbench: this machine", show_header=False, title_justify="left")
     t.add_column(style="bold")
     t.add_column()
@@ -238,14 +240,20 @@ def print_summary(s: dict) -> None:
     rep = s.get("repeats")
     if rep:
         spread = f" +-{100 * rep['half_width']:.1f}% (95%)" if rep.get("half_width") is not None else ""
-        median = f"{rep['median']:.4g} {rep.get('unit') or ''}".strip() if rep.get("median") is not None else "-"
+        median = readable(rep["median"], rep.get("unit")) if rep.get("median") is not None else "-"
         t.add_row("Repeats", escape(f"{rep['metric']}: median {median}{spread} of {rep['samples']} counted; "
                                     f"{rep['reason']}"))
     eff = s["efficiency"]
     if eff is not None:
         note = ("  [yellow](above nominal Rpeak: the cores run faster than their nominal clock)[/]"
                 if eff > 1 else "")
-        t.add_row("Efficiency", f"{100 * eff:.1f}% of Rpeak{note}")
+        t.add_row("Efficiency", f"{100 * eff:.1f}% of the nominal Rpeak{note}")
+    measured = s.get("measured_peak")
+    if measured and measured.get("efficiency") is not None:
+        t.add_row("", escape(f"{100 * measured['efficiency']:.1f}% of the measured peak, "
+                             f"{readable(measured['gflops'], 'Gflop/s')} ({measured['derivation']})"))
+    elif eff is not None:
+        t.add_row("", "measured peak: none stored (clusterbench bench clock measures it)")
     d = s["dgemm_gflops"]
     t.add_row("DGEMM", f"single {_fmt(d['single'], 'Gflop/s')}, star {_fmt(d['star_per_rank'], 'Gflop/s')} per rank")
     for kind in ("single", "star"):

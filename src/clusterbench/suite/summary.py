@@ -29,6 +29,7 @@ def summarise(info: SystemInfo, result: SuiteResult, db_path: str) -> dict:
         "rmax_gflops": best[0].value if best else None,
         "rmax_run": best[1] if best else None,
         "efficiency": (best[0].value / rpeak) if best and rpeak else None,
+        "measured_peak": _measured_peak(db_path, info, best[0].value if best else None),
         "hpl": _hpl_entry(result, best),
         "repeats": result.repeats,
         "hpl_config_source": plan.hpl.config_source if plan.hpl else None,
@@ -87,3 +88,24 @@ def _pingpong_curve(result: SuiteResult) -> dict | None:
             return {"run": run.id, "hosts": run.outcome.facts.get("hosts"),
                     "rows": [{"bytes": b, "time_us": times[b], "mbs": rates.get(b)} for b in sorted(times)]}
     return None
+
+
+def _measured_peak(db_path: str, info: SystemInfo, rmax: float | None) -> dict | None:
+    """The node peak the `clock` kernel measured on this system (best core x cores) and Rmax's share of it:
+    the second reference beside the nominal Rpeak (a core can run above its nominal clock). None when no
+    counted clock run of this system is stored (`clusterbench bench clock` measures it in a second)."""
+    import json
+
+    from clusterbench.analysis.peak import measured_peaks
+    from clusterbench.store.db import Store
+
+    with Store(db_path, read_only=True) as store:
+        row = store.system(info.fingerprint())
+        if row is None or not row["info"]:
+            return None
+        peak = measured_peaks(store, {row["id"]: {"info": json.loads(row["info"])}}).get(row["id"])
+    if peak is None:
+        return None
+    return {"gflops": peak.node_gflops, "derivation": peak.derivation,
+            "efficiency": rmax / peak.node_gflops if rmax and peak.node_gflops > 0 else None}
+
