@@ -412,5 +412,11 @@ def test_pin_svg_is_as_wide_as_its_text(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     svg = out.read_text()
     assert not pin_texts_outside(svg), pin_texts_outside(svg)[:3]
-    title = ET.fromstring(svg).find(f"{SVG}title").text
-    assert f"map_cpu:{cpus}" in title  # the whole command line, as the picture's title
+    root = ET.fromstring(svg)
+    assert f"map_cpu:{cpus}" in root.find(f"{SVG}title").text  # the whole command line, as the picture's title
+    # the title wraps at the grid's width (or 640 px), it does not widen the picture beyond it
+    grid = max(float(r.get("x")) + float(r.get("width")) for r in root.iter(f"{SVG}rect") if r.get("class") == "cell")
+    assert int(root.get("width")) <= max(grid, 640) + 16 + 4, (root.get("width"), grid)  # margins, a gap
+    shown = [t.text for t in root.iter(f"{SVG}text") if t.get("font-size") == "16"]
+    assert len(shown) > 1  # wrapped after a comma or a space: every number whole, the list complete
+    assert f"map_cpu:{cpus}" in " ".join(line.strip() for line in shown).replace(", ", ",")

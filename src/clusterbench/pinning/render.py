@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import html
 import math
+import re
 import textwrap
 from dataclasses import dataclass, field
 
@@ -367,10 +368,16 @@ class _Svg:
                           f'text-anchor="middle" fill="{ink}" pointer-events="none">{_esc(cell.text)}</text>')
 
 
+class _CommaWrapper(textwrap.TextWrapper):
+    """Breaks at spaces and after commas ('map_cpu:0,1,2,...' breaks after a number, not inside one)."""
+
+    wordsep_simple_re = re.compile(r"(\s+|(?<=,)(?=\S))")
+
+
 def _svg_wrap(text: str, width: float, size: int) -> list[str]:
     """Lines of at most `width` px at this font size, continuation lines indented."""
     chars = max(20, int(width / (size * CHAR_EM)))
-    return textwrap.wrap(text, width=chars, subsequent_indent="  ", break_on_hyphens=False) or [""]
+    return _CommaWrapper(width=chars, subsequent_indent="  ", break_on_hyphens=False).wrap(text) or [""]
 
 
 def _svg_block(svg: _Svg, block: Block, labels: list[str], width: float) -> None:
