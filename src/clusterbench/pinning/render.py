@@ -20,7 +20,10 @@ What a cell shows (one rule for text and SVG, so the two never disagree):
 Text is for terminals: a block wider than `width` (200 columns by default) is cut into equal runs of
 cores, so a 256-PU node fits. The SVG is self-contained (no scripts, links or external fonts; it is
 embedded in HTML reports), one colour per task from Paul Tol's colour-blind-safe "muted" palette,
-cycling after nine tasks, with a tooltip per cell.
+cycling after nine tasks, with a tooltip per cell. It is sized to its text: the title, subtitle, block
+headings and legend lines wrap at the width of the grid (at least 640 px), every line is measured at
+CHAR_EM font sizes a character (DejaVu Sans Mono's advance is 0.602), and the picture is as wide as
+its widest line, so a long launcher command line wraps instead of running out of the picture.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import html
 import math
+import re
 import textwrap
 from dataclasses import dataclass, field
 
@@ -37,6 +41,8 @@ from clusterbench.system.topology import Topology, compress_cpulist
 
 TEXT_WIDTH = 200
 SVG_MAX_COLUMNS = 32  # cores per block row in the SVG (about 1300 px with the widest cells)
+SVG_MIN_WIDTH = 640.0  # px: text wraps at the grid's width, or this when the grid is narrower
+CHAR_EM = 0.62  # width of a monospace character in font sizes (DejaVu Sans Mono: 0.602), with a margin
 EMPTY, IDLE = ".", "-"
 # Paul Tol's "muted" qualitative scheme (https://personal.sron.nl/~pault/), distinct for colour-blind readers.
 PALETTE = ("#CC6677", "#332288", "#DDCC77", "#117733", "#88CCEE", "#882255", "#44AA99", "#999933", "#AA4499")
@@ -331,7 +337,13 @@ class _Svg:
              anchor: str = "start", fill: str = "#222222") -> None:
         self.parts.append(f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" font-weight="{weight}" '
                           f'text-anchor="{anchor}" fill="{fill}">{_esc(content)}</text>')
-        self.width = max(self.width, x + (len(content) * size * 0.62 if anchor == "start" else 0))
+        self.width = max(self.width, x + (len(content) * size * CHAR_EM if anchor == "start" else 0))
+
+    def lines(self, text: str, width: float, size: int, first: float, then: float, **style) -> None:
+        """A text wrapped to `width` px, its first line `first` px below the current y, the others `then`."""
+        for i, line in enumerate(_svg_wrap(text, width, size)):
+            self.y += first if i == 0 else then
+            self.text(0, self.y, line, size=size, **style)
 
     def cell(self, x: float, y: float, cell: Cell, core: int, block: Block) -> None:
         w, h = self.cell_w, self.CELL_H
@@ -356,13 +368,24 @@ class _Svg:
                           f'text-anchor="middle" fill="{ink}" pointer-events="none">{_esc(cell.text)}</text>')
 
 
-def _svg_block(svg: _Svg, block: Block, labels: list[str]) -> None:
+class _CommaWrapper(textwrap.TextWrapper):
+    """Breaks at spaces and after commas ('map_cpu:0,1,2,...' breaks after a number, not inside one)."""
+
+    wordsep_simple_re = re.compile(r"(\s+|(?<=,)(?=\S))")
+
+
+def _svg_wrap(text: str, width: float, size: int) -> list[str]:
+    """Lines of at most `width` px at this font size, continuation lines indented."""
+    chars = max(20, int(width / (size * CHAR_EM)))
+    return _CommaWrapper(width=chars, subsequent_indent="  ", break_on_hyphens=False).wrap(text) or [""]
+
+
+def _svg_block(svg: _Svg, block: Block, labels: list[str], width: float) -> None:
     index = {core: j for j, core in enumerate(block.cores)}
     step = svg.cell_w + svg.GAP
     for part, cores in enumerate(_chunks(block.cores, SVG_MAX_COLUMNS)):
-        svg.y += 26
         heading = f"{block.title} | {block.detail}" if part == 0 else f"{block.title} (continued)"
-        svg.text(0, svg.y, heading, size=13, weight="bold")
+        svg.lines(heading, width, 13, 26, 17, weight="bold")
         svg.y += 8
         svg.text(svg.LABEL_W - 8, svg.y + 14, "core", size=11, anchor="end", fill="#555555")
         for j, core in enumerate(cores):
@@ -383,7 +406,7 @@ def _svg_legend(svg: _Svg, lay: Layout, width: float) -> None:
     x, svg.y = 0.0, svg.y + 10
     for rank in lay.ranks:
         label = f"task {rank}"
-        item_w = 24 + len(label) * 7.5 + 14
+        item_w = 24 + len(label) * 12 * CHAR_EM + 14
         if x + item_w > width and x > 0:
             x, svg.y = 0.0, svg.y + 22
         colour = task_colour(rank)
@@ -394,7 +417,7 @@ def _svg_legend(svg: _Svg, lay: Layout, width: float) -> None:
     svg.y += 22
     lines = [("Key", KEY_TEXT)] + [("", line) for line in lay.legend]
     lines += [("Notes" if i == 0 else "", n) for i, n in enumerate(lay.notes)]
-    chars = max(40, int(width / 7.2))
+    chars = max(40, int(width / (12 * CHAR_EM)))
     for heading, line in lines:
         if heading:
             svg.y += 24
@@ -410,14 +433,13 @@ def picture_svg(pred: Prediction, node: int = 0, rows: str = "numa") -> str:
     longest = max([len(str(c)) for b in lay.blocks for c in b.cores]
                   + [len(cell.text) for b in lay.blocks for row in b.rows for cell in row] + [1])
     uid = "cbpin-" + hashlib.sha1(picture_text(pred, node, rows).encode()).hexdigest()[:8]
-    svg = _Svg(cell_w=max(28, int(longest * 7.4) + 10), uid=uid)
-    svg.y = 22
-    svg.text(0, svg.y, lay.title, size=16, weight="bold")
-    svg.y += 20
-    svg.text(0, svg.y, lay.subtitle, size=12, fill="#444444")
+    svg = _Svg(cell_w=max(28, math.ceil(longest * 12 * CHAR_EM) + 10), uid=uid)
+    columns = max([min(len(b.cores), SVG_MAX_COLUMNS) for b in lay.blocks] + [0])
+    grid_w = max(SVG_MIN_WIDTH, svg.LABEL_W + columns * (svg.cell_w + svg.GAP))
+    svg.lines(lay.title, grid_w, 16, 22, 20, weight="bold")
+    svg.lines(lay.subtitle, grid_w, 12, 20, 16, fill="#444444")
     for block in lay.blocks:
-        _svg_block(svg, block, lay.row_labels)
-    grid_w = max(svg.width, 640.0)
+        _svg_block(svg, block, lay.row_labels, grid_w)
     _svg_legend(svg, lay, grid_w)
     width, height = math.ceil(max(svg.width, grid_w)) + 16, math.ceil(svg.y) + 16
     defs = (f'<defs><pattern id="{uid}-shared" width="6" height="6" patternUnits="userSpaceOnUse" '

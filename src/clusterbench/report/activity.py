@@ -19,7 +19,8 @@ import re
 
 from clusterbench.analysis.dataset import Dataset
 from clusterbench.report import csvsafe
-from clusterbench.report.figures import _STYLE, OKABE_ITO, svg_element
+from clusterbench.report.figures import _STYLE, svg_element
+from clusterbench.report.looks import OKABE_ITO
 from clusterbench.report.model import Picture, Section, Table
 from clusterbench.system.activity import parse_series, summary_line, timeline
 

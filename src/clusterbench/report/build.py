@@ -25,6 +25,7 @@ from clusterbench.report import (
     system,
     tuning,
 )
+from clusterbench.report.looks import settle
 from clusterbench.report.model import Options, Report, Section, Table
 from clusterbench.store.db import Store
 
@@ -57,6 +58,7 @@ def _build(store: Store, selection: Selection, options: Options, title: str | No
         sections.append(over_time)
     if (figures := custom.section(store, data, options)) is not None:
         sections.append(figures)
+    settle(sections)  # no figure of one point, at most 8 lines a panel (report/looks.py)
     return Report(title or "clusterbench report", selection.describe(),
                   datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), str(store.path), sections + (extra or []),
                   runs_table(data))
@@ -87,6 +89,7 @@ def _resolve_choice(store: Store, data: Dataset, options: Options) -> None:
 def comparison_report(store: Store, section: Section, run_ids: set[str], title: str, selection: str) -> Report:
     """A report holding one comparison section and the runs of both sides."""
     data = load(store, Selection({"run": run_ids}, selection), names=set())
+    settle([section])
     return Report(title, selection, datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), str(store.path), [section],
                   runs_table(data))
 

@@ -44,7 +44,8 @@ from clusterbench.analysis.cluster import (
 )
 from clusterbench.analysis.dataset import Dataset
 from clusterbench.report import csvsafe
-from clusterbench.report.figures import _STYLE, OKABE_ITO, csv_cell, svg_element
+from clusterbench.report.figures import _STYLE, csv_cell, svg_element
+from clusterbench.report.looks import OKABE_ITO
 from clusterbench.report.model import Picture, Section, Table
 
 MAX_ANNOTATED = 16  # nodes: values written in the heat map's cells up to this many

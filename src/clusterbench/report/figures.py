@@ -8,6 +8,12 @@ and one legend, a series keeping its colour and marker in every panel. Text stay
 SVG (searchable, escaped by matplotlib), and ids are salted per figure so several SVGs can
 live inline in one page.
 
+What every figure of a report shares is decided in report/looks.py: the look of each series
+value (one Palette per report, so a colour never changes meaning between figures), at most 8
+lines a panel, no figure of one point, wrapped titles and legend labels. Every figure, and every
+picture drawn with matplotlib, is saved by `svg_element`, which crops to what is drawn
+(bbox_inches="tight"): a legend or title wider than its figure grows the SVG, never is cut.
+
 What a figure shows (x, series, panels, what is combined) is decided by analysis/shape.py;
 `shaped_figure` turns its drawing into the model's Figure, and the panels beyond the bound
 (or a figure with too many lines) into a Table of the same points.
@@ -24,10 +30,17 @@ import numpy as np
 
 from clusterbench.analysis.shape import FLAGS, RUN, VALUE, Drawing, name, series_label, size_text, value_text
 from clusterbench.report import csvsafe
+from clusterbench.report.looks import (
+    Palette,
+    axis_text,
+    fitting_chars,
+    label_text,
+    legend_columns,
+    series_labels,
+    wrapped,
+)
 from clusterbench.report.model import Figure, Panel, Point, Series, Table
 
-OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
-MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 REFERENCE_STYLES = ("--", ":", "-.")
 
 
@@ -180,34 +193,51 @@ def csv_cell(value):
 
 MAX_SHARED_LEGEND = 16  # distinct series over all panels; beyond, each panel has its own legend
 PANEL_INCHES = (3.7, 2.4)  # one small multiple
+SINGLE_INCHES = (7.5, 4.6)  # a figure of one panel
 
 
-def svg_text(fig: Figure) -> str:
+def svg_text(fig: Figure, palette: Palette | None = None) -> str:
     """The figure as an inline-able <svg> element (no XML prologue): one axes, or a grid of
-    small multiples sharing both axes and one legend below them."""
+    small multiples sharing both axes and one legend below them. `palette`: the report's (a
+    series value looks the same in every figure); without it, the figure's own."""
+    with figure_style(fig.slug):
+        return svg_element(draw(fig, palette))
+
+
+def figure_style(slug: str):
+    """The report's matplotlib settings, ids salted by the figure's slug (drawing and saving need them)."""
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    return matplotlib.rc_context(_STYLE | {"svg.hashsalt": slug})
 
+
+def draw(fig: Figure, palette: Palette | None = None):
+    """The figure as a matplotlib Figure, not yet saved (svg_element saves and closes it)."""
+    palette = palette or Palette([fig])
     panels = fig.all_panels()
-    measured = list(dict.fromkeys(s.label for p in panels for s in p.series if not s.reference))
-    style = {label: i for i, label in enumerate(measured)}  # a series looks the same in every panel
-    with matplotlib.rc_context(_STYLE | {"svg.hashsalt": fig.slug}):
-        if len(panels) == 1:
-            figure, ax = plt.subplots(figsize=(7.5, 4.6), layout="constrained")
-            _draw_panel(ax, fig, panels[0], style, minor=True)
-            if not fig.y_log:
-                ax.set_ylim(bottom=0, top=_linear_top(ax, panels))
-            ax.set_xlabel(fig.x_label)
-            ax.set_ylabel(fig.y_label)
-            ax.set_title(f"{fig.title}: {panels[0].title}" if panels[0].title else fig.title)
-            handles = _handles([ax]) | _mark_handles(fig)
-            if len(handles) > 1 or any(handles):  # below the axes, never over data
-                figure.legend(list(handles.values()), list(handles), loc="outside lower center",
-                              ncol=1 if len(handles) == 1 else 2, frameon=False, fontsize=8)
-            return svg_element(figure)
-        return svg_element(_small_multiples(plt, fig, panels, style, len(measured) <= MAX_SHARED_LEGEND))
+    with figure_style(fig.slug):  # selects the Agg backend before pyplot is imported
+        import matplotlib.pyplot as plt
+
+        if len(panels) > 1:
+            return _small_multiples(plt, fig, panels, palette, len(series_labels(fig)) <= MAX_SHARED_LEGEND)
+        figure, ax = plt.subplots(figsize=SINGLE_INCHES, layout="constrained")
+        _draw_panel(ax, fig, panels[0], palette, minor=True)
+        if not fig.y_log:
+            ax.set_ylim(bottom=0, top=_linear_top(ax, panels))
+        ax.set_xlabel(axis_text(fig.x_label))
+        ax.set_ylabel(axis_text(fig.y_label))
+        title = f"{fig.title}: {panels[0].title}" if panels[0].title else fig.title
+        shown, cut = wrapped(title, fitting_chars(SINGLE_INCHES[0] - 0.3, _STYLE["axes.titlesize"]))
+        ax.set_title(shown)
+        if cut and panels[0].title:  # the figure's own title is the caption's first words anyway
+            fig.caption = _with_full_titles(fig.caption, [panels[0].title])
+        handles = _handles([ax]) | _mark_handles(fig)
+        if len(handles) > 1 or any(handles):  # below the axes, never over data
+            labels = [label_text(label) for label in handles]
+            figure.legend(list(handles.values()), labels, loc="outside lower center", frameon=False, fontsize=8,
+                          ncol=legend_columns(labels, SINGLE_INCHES[0] - 0.3, 3))
+        return figure
 
 
 def _linear_top(ax, panels: list[Panel]) -> float:
@@ -224,39 +254,60 @@ def _linear_top(ax, panels: list[Panel]) -> float:
     return max(ax.get_ylim()[1], highest * 1.06) if highest > 0 else ax.get_ylim()[1]
 
 
-def _small_multiples(plt, fig: Figure, panels: list[Panel], style: dict[str, int], shared_legend: bool):
-    """A grid of panels laid out by hand (a constrained layout of a dozen axes costs seconds)."""
+def _small_multiples(plt, fig: Figure, panels: list[Panel], palette: Palette, shared_legend: bool):
+    """A grid of panels laid out by hand (a constrained layout of a dozen axes costs seconds): drawn
+    first, then sized to its text (wrapped titles, the legend's rows) before it is saved."""
     columns = 2 if len(panels) <= 4 else 3
     rows = math.ceil(len(panels) / columns)
-    labels = len({s.label for p in panels for s in p.series} | set(_mark_handles(fig))) if shared_legend else 0
-    legend_columns = min(columns, max(1, labels))  # wider rows would run past a 2-panel grid
-    top, left, right = 0.55, 0.75, 0.15
-    bottom = 0.55 + (0.2 * math.ceil(labels / legend_columns) if labels else 0.0)
-    width, height = PANEL_INCHES[0] * columns + left + right, PANEL_INCHES[1] * rows + top + bottom
-    figure, axes = plt.subplots(rows, columns, figsize=(width, height), sharex=True, sharey=True, squeeze=False)
-    figure.subplots_adjust(left=left / width, right=1 - right / width, top=1 - top / height,
-                           bottom=bottom / height, hspace=0.45, wspace=0.12)
+    left, right = 0.75, 0.15
+    width = PANEL_INCHES[0] * columns + left + right
+    figure, axes = plt.subplots(rows, columns, figsize=(width, PANEL_INCHES[1] * rows + 1.2), sharex=True,
+                                sharey=True, squeeze=False)
     flat = list(axes.flat)
-    for i, (ax, panel) in enumerate(zip(flat, panels, strict=False)):
-        _draw_panel(ax, fig, panel, style, minor=False)
-        ax.set_title(panel.title, fontsize=8)
+    titles = [wrapped(p.title, fitting_chars(PANEL_INCHES[0] - 0.1, 8)) for p in panels]
+    for i, (ax, panel, (title, _cut)) in enumerate(zip(flat, panels, titles, strict=False)):
+        _draw_panel(ax, fig, panel, palette, minor=False)
+        ax.set_title(title, fontsize=8)
         if i + columns >= len(panels):  # nothing drawn below it: it carries the x tick labels
             ax.xaxis.set_tick_params(labelbottom=True)
         if not shared_legend and panel.series:
             own = _handles([ax]) | _mark_handles(fig)
-            ax.legend(list(own.values()), list(own), fontsize=6, frameon=False)
+            ax.legend(list(own.values()), [label_text(label) for label in own], fontsize=6, frameon=False)
     for ax in flat[len(panels):]:
         ax.set_visible(False)
     if not fig.y_log:  # once all panels are drawn: the shared axis then spans every panel's data
         flat[0].set_ylim(bottom=0, top=_linear_top(flat[0], panels))
-    figure.suptitle(fig.title, fontsize=10, y=1 - 0.12 / height, va="top")
-    figure.supxlabel(fig.x_label, fontsize=9, y=(bottom - 0.42) / height, va="bottom")
-    figure.supylabel(fig.y_label, fontsize=9, x=0.12 / width, ha="left")
-    handles = _handles(flat) | _mark_handles(fig)
-    if shared_legend and (len(handles) > 1 or any(handles)):
-        figure.legend(list(handles.values()), list(handles), loc="lower center", bbox_to_anchor=(0.5, 0.0),
-                      ncol=legend_columns, frameon=False, fontsize=8)
+    cut = [p.title for p, (_title, was_cut) in zip(panels, titles, strict=True) if was_cut]
+    if cut:  # the SVG shows the start of a long panel title; its alt text (the caption) the whole
+        fig.caption = _with_full_titles(fig.caption, cut)
+    handles = _handles(flat) | _mark_handles(fig) if shared_legend else {}
+    if not (len(handles) > 1 or any(handles)):
+        handles = {}
+    labels = [label_text(label) for label in handles]
+    legend_columns_ = legend_columns(labels, width - 0.3, columns) if labels else 1
+    legend_rows = math.ceil(len(labels) / legend_columns_) if labels else 0
+    lines = max((label.count("\n") + 1 for label in labels), default=1)
+    suptitle, _ = wrapped(fig.title, fitting_chars(width - 0.3, 10))
+    title_lines = max(t.count("\n") + 1 for t, _cut in titles)
+    top = 0.3 + 0.17 * (suptitle.count("\n") + 1) + 0.14 * title_lines
+    bottom = 0.55 + legend_rows * (0.08 + 0.135 * lines)
+    height = PANEL_INCHES[1] * rows + top + bottom
+    figure.set_size_inches(width, height)
+    figure.subplots_adjust(left=left / width, right=1 - right / width, top=1 - top / height,
+                           bottom=bottom / height, hspace=0.45 + 0.12 * (title_lines - 1), wspace=0.12)
+    figure.suptitle(suptitle, fontsize=10, y=1 - 0.12 / height, va="top")
+    figure.supxlabel(axis_text(fig.x_label), fontsize=9, y=(bottom - 0.42) / height, va="bottom")
+    figure.supylabel(axis_text(fig.y_label), fontsize=9, x=0.12 / width, ha="left")
+    if handles:
+        figure.legend(list(handles.values()), labels, loc="lower center", bbox_to_anchor=(0.5, 0.0),
+                      ncol=legend_columns_, frameon=False, fontsize=8)
     return figure
+
+
+def _with_full_titles(caption: str, titles: list[str]) -> str:
+    """The caption with the panel titles the figure shortened, in full (once, however often it is drawn)."""
+    note = "Panels in full: " + "; ".join(titles) + "."
+    return caption if note in caption else f"{caption} {note}".strip()
 
 
 def _handles(axes) -> dict[str, object]:
@@ -268,13 +319,12 @@ def _handles(axes) -> dict[str, object]:
     return handles
 
 
-def _draw_panel(ax, fig: Figure, panel: Panel, style: dict[str, int], minor: bool) -> None:
+def _draw_panel(ax, fig: Figure, panel: Panel, palette: Palette, minor: bool) -> None:
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
 
     measured = [s for s in panel.series if not s.reference]
     for s in measured:
-        i = style[s.label]
-        colour, marker = OKABE_ITO[i % len(OKABE_ITO)], MARKERS[(i + i // len(OKABE_ITO)) % len(MARKERS)]
+        colour, marker = palette.look(s.label)
         if s.points:
             xs, ys = [p.x for p in s.points], [p.y for p in s.points]
             # max(0, ...): the mean of equal values can differ from them in the last bit
@@ -284,9 +334,7 @@ def _draw_panel(ax, fig: Figure, panel: Panel, style: dict[str, int], minor: boo
                         marker=marker, markersize=5 if minor else 3.5, linewidth=1.4 if minor else 1.1, capsize=3,
                         label=s.label or None)
         _draw_marks(ax, s, colour, minor)
-    for i, s in enumerate(r for r in panel.series if r.reference):
-        ax.plot([p.x for p in s.points], [p.y for p in s.points], color="#555555",
-                linestyle=REFERENCE_STYLES[i % len(REFERENCE_STYLES)], linewidth=1.2, label=s.label)
+    _draw_references(ax, [r for r in panel.series if r.reference and r.points])
     if fig.x_log:
         ax.set_xscale("log", base=fig.x_log)
     if fig.y_log:
@@ -302,6 +350,21 @@ def _draw_panel(ax, fig: Figure, panel: Panel, style: dict[str, int], minor: boo
         _integer_ticks(ax, sorted({p.x for q in fig.all_panels() for s in q.series if not s.reference
                                    for p in [*s.points, *s.marked]}))
     ax.grid(True, which="major", color="#dddddd", linewidth=0.6)
+
+
+REFERENCE_COLOUR = "#555555"
+
+
+def _draw_references(ax, references: list[Series]) -> None:
+    """Reference lines (Rpeak, a fraction of it) in grey, one dash pattern each. A reference known at
+    one x only (every run on one node) is a level: drawn across the axes, so its legend line is seen."""
+    for i, s in enumerate(references):
+        style = {"color": REFERENCE_COLOUR, "linestyle": REFERENCE_STYLES[i % len(REFERENCE_STYLES)],
+                 "linewidth": 1.2, "label": s.label}
+        if len({p.x for p in s.points}) > 1:
+            ax.plot([p.x for p in s.points], [p.y for p in s.points], **style)
+        else:
+            ax.axhline(s.points[0].y, **style)
 
 
 FLAG_MARKERS = {"truncated": "x", "suspect": "1", "disturbed": "4", "excluded": "+", "failed": "x", "invalid": "x"}
@@ -333,7 +396,7 @@ def _draw_marks(ax, s: Series, colour: str, minor: bool) -> None:
     spread = [p for p in s.points if p.high_cv]
     if spread:
         ax.scatter([p.x for p in spread], [p.y for p in spread], marker="s", s=size * 3, facecolors="none",
-                   edgecolors="#D55E00", linewidths=1.1, zorder=5, label="_nolegend_")
+                   edgecolors=MARK_COLOUR, linewidths=1.1, zorder=5, label="_nolegend_")
 
 
 def _mark_handles(fig: Figure) -> dict[str, object]:
@@ -355,7 +418,7 @@ def _mark_handles(fig: Figure) -> dict[str, object]:
     if any(p.high_cv for p in points):
         threshold = f"{fig.cv_warn:.0%}" if fig.cv_warn is not None else "the threshold"
         handles[f"repeats spread: CV above {threshold}"] = Line2D(
-            [], [], marker="s", markersize=10, markerfacecolor="none", markeredgecolor="#D55E00", linestyle="none")
+            [], [], marker="s", markersize=10, markerfacecolor="none", markeredgecolor=MARK_COLOUR, linestyle="none")
     return handles
 
 
@@ -365,7 +428,7 @@ def svg_element(figure) -> str:
     import matplotlib.pyplot as plt
 
     buf = io.StringIO()
-    figure.savefig(buf, format="svg", metadata=_NO_METADATA)
+    figure.savefig(buf, format="svg", metadata=_NO_METADATA, bbox_inches="tight", pad_inches=0.08)
     plt.close(figure)
     text = buf.getvalue()
     return text[text.index("<svg"):]

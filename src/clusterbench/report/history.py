@@ -40,7 +40,8 @@ from clusterbench.analysis.history import (
 from clusterbench.bench import registry
 from clusterbench.bench.declare import FIGURE_OF_MERIT
 from clusterbench.report import csvsafe
-from clusterbench.report.figures import _STYLE, OKABE_ITO, svg_element
+from clusterbench.report.figures import _STYLE, svg_element
+from clusterbench.report.looks import OKABE_ITO
 from clusterbench.report.model import Picture, Section, Table
 
 MIN_DATES = 6

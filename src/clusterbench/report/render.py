@@ -26,6 +26,7 @@ from clusterbench.analysis.dataset import gc_paused
 from clusterbench.analysis.shape import plain
 from clusterbench.report import csvsafe
 from clusterbench.report.figures import csv_cell, csv_text, svg_text
+from clusterbench.report.looks import Palette, settle
 from clusterbench.report.model import Report, Table
 
 MAX_RUN_LINKS = 6  # a cell links this many runs, the CSV lists them all
@@ -41,12 +42,14 @@ def write(report: Report, out: Path, on_step: Callable[[str], None] | None = Non
 
 def _write(report: Report, out: Path, on_step: Callable[[str], None] | None) -> dict[str, Path]:
     out.mkdir(parents=True, exist_ok=True)
+    settle(report.sections)  # a report built by hand too: build() settled its own already
+    palette = Palette.of_sections(report.sections)  # a series value looks the same in every figure
     svgs: dict[str, str] = {}
     for section in report.sections:
         for fig in section.figures:
             if on_step:
                 on_step(fig.title)
-            svgs[fig.slug] = svg_text(fig)
+            svgs[fig.slug] = svg_text(fig, palette)
             (out / f"{fig.slug}.svg").write_text(svgs[fig.slug], encoding="utf-8")
             (out / f"{fig.slug}.csv").write_text(csv_text(fig), encoding="utf-8")
         for picture in section.pictures:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 
-from clusterbench.report.figures import _STYLE, MARKERS, OKABE_ITO, svg_element
+from clusterbench.report.figures import _STYLE, svg_element
+from clusterbench.report.looks import MARKERS, OKABE_ITO
 
 
 def best_so_far_svg(history: list[tuple[float, float]], trials: list[tuple[float, float, int, bool]],
