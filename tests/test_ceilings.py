@@ -103,3 +103,25 @@ def test_run_summary_gives_efficiency_against_the_measured_peak_too(isolated_db)
     cores = info.topology.sockets * info.topology.cores_per_socket
     assert peak["gflops"] == pytest.approx(_best(isolated_db, "clock_gflops", "clock") * cores)
     assert peak["efficiency"] == pytest.approx(50.0 / peak["gflops"]) and "clock" in peak["derivation"]
+
+
+def test_the_report_places_the_runs_against_the_ceilings(measured, tmp_path):
+    import csv
+
+    db, _, generic = measured
+    out = cli("report", "-o", str(tmp_path / "rep"))
+    assert out.returncode == 0, out.stderr[-2000:]
+    with open(tmp_path / "rep" / "ceilings.csv") as f:
+        table = {row["ceiling"]: float(row["value"]) for row in csv.DictReader(f)}
+    assert table == {c["label"] if "label" in c else _label(c): pytest.approx(c["value"], abs=1e-3)
+                     for c in cli_json("ceilings", "--json")}
+    with open(tmp_path / "rep" / "ceilings-placed.csv") as f:
+        placed = {row["runs"]: row for row in csv.DictReader(f)}
+    assert placed[generic]["bottleneck"] == "the BLAS kernel" and "remedy" in placed[generic]["evidence"]
+    assert 'id="ceilings"' in (tmp_path / "rep" / "report.html").read_text()
+
+
+def _label(c: dict) -> str:
+    from clusterbench.analysis.ceilings import Ceiling
+
+    return Ceiling(**c).label()

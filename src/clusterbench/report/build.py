@@ -12,6 +12,7 @@ from clusterbench.errors import UserInputError
 from clusterbench.execution.request import SETTING_PREFIX
 from clusterbench.report import (
     activity,
+    ceilings,
     cluster,
     custom,
     energy,
@@ -56,6 +57,8 @@ def _build(store: Store, selection: Selection, options: Options, title: str | No
         sections.append(sampled)
     if (over_time := history.section(data, options, store)) is not None:  # change points per system
         sections.append(over_time)
+    if (against := ceilings.section(data, options, store)) is not None:  # the node's own ceilings
+        sections.append(against)
     if (figures := custom.section(store, data, options)) is not None:
         sections.append(figures)
     settle(sections)  # no figure of one point, at most 8 lines a panel (report/looks.py)
