@@ -202,19 +202,23 @@ def slurm_lines(workdir: Path, env: dict[str, str], clock_binary: str | None,
                 interval_s: float = SAMPLE_INTERVAL_S, max_seconds: float | None = None) -> tuple[list[str], list[str]]:
     """The batch script's lines around a run's command, for a Slurm job whose nodes are known only
     inside it: one step reads every node's state into state-<node>.txt, and a background step runs a
-    sampler per node into activity-<node>.jsonl until the command has ended: then a stop file in the
-    (shared) run directory ends each sampler with its last sample (a signal through srun would cut
-    the step's output short; a job that ends kills its steps anyway). Both are --overlap steps, so
-    they never wait for, or hold back, the run's own step."""
+    sampler per node (its source read from a copy the job writes there) into activity-<node>.jsonl
+    until the command has ended: then a stop file in the (shared) run directory ends each sampler
+    with its last sample (a signal through srun would cut the step's output short; a job that ends
+    kills its steps anyway). Both are --overlap steps, so they never wait for, or hold back, the
+    run's own step."""
     head = "srun --overlap --nodes=${SLURM_JOB_NUM_NODES} --ntasks-per-node=1 --cpus-per-task=1 --cpu-bind=none"
     script = state.state_script(mpi_variables(env), (), _on_nodes(clock_binary), CLOCK_MS)
-    stop = workdir / "activity.stop"
-    sampler = [*activity.sampler_argv(interval_s, _backstop(max_seconds)), "--stop-file", str(stop)]
+    stop, source = workdir / "activity.stop", workdir / "activity-sampler.py"
+    sampler = [*activity.stdin_sampler_argv(interval_s, _backstop(max_seconds)), "--stop-file", str(stop)]
+    # the sampler's source, written by the job into the run directory; each node's sampler reads it
+    # as its stdin (sh redirects, then becomes the sampler), so its command line stays short in ps
+    from_file = f"sh -c 'exec \"$@\" <\"$0\"' {shlex.quote(str(source))} {shlex.join(sampler)}"
     before = ["# clusterbench: each node's state before the run, and a 1 Hz sampler on each beside it",
               f"{head} --output={shlex.quote(str(workdir / 'state-%N.txt'))} bash -c {shlex.quote(script)} "
               ">/dev/null 2>&1 || true",
-              f"{head} --output={shlex.quote(str(workdir / 'activity-%N.jsonl'))} {shlex.join(sampler)} "
-              "2>/dev/null &",
+              f"printf %s {shlex.quote(activity.sampler_source())} >{shlex.quote(str(source))}",
+              f"{head} --output={shlex.quote(str(workdir / 'activity-%N.jsonl'))} {from_file} 2>/dev/null &",
               "cb_sampler=$!"]
     after = [f"touch {shlex.quote(str(stop))}; wait $cb_sampler 2>/dev/null"]
     return before, after
@@ -308,17 +312,25 @@ class Samplers:
         limit = _backstop(self.max_seconds)
         for host in self.hosts:
             path = self.workdir / f"activity-{_SAFE_NAME.sub('_', node_key(host))}.jsonl"
-            if is_local(host):  # this interpreter; python3 on the nodes
-                cmd = activity.local_sampler_argv(self.interval_s, limit)
-            else:
-                cmd = [*ssh_command(host), shlex.join(activity.sampler_argv(self.interval_s, limit))]
+            if is_local(host):  # this interpreter, importing sampler.py; its stdin is only the lifeline
+                cmd, source = activity.local_sampler_argv(self.interval_s, limit), b""
+            else:  # python3 on the node, its source sent first on the pipe (a short command line in ps)
+                cmd = [*ssh_command(host), shlex.join(activity.stdin_sampler_argv(self.interval_s, limit))]
+                source = activity.sampler_bytes()
             try:
                 with path.open("wb") as sink:
                     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=sink, stderr=subprocess.DEVNULL,
                                             start_new_session=True)  # Ctrl-C reaches the run, not the sampler
-                self.running.append(_Sampler(host, path, proc))
             except OSError as exc:
                 self.running.append(_Sampler(host, path, None, f"sampler not started: {exc}"))
+                continue
+            self.running.append(_Sampler(host, path, proc))
+            if source:
+                try:  # at most 64 KiB into an empty pipe: written at once, whether ssh reads yet or not
+                    proc.stdin.write(source)
+                    proc.stdin.flush()
+                except OSError as exc:  # ssh already gone: its sample file stays empty, and says so
+                    self.running[-1].error = f"sampler's source not sent to {host}: {exc}"[:300]
 
     def stop(self) -> Observed:
         """Close every sampler's pipe, wait for its last sample, and summarise each node."""

@@ -1,6 +1,6 @@
 """The placement probe: wraps one rank of a run and writes down where it and its threads really ran.
 
-The launcher (mpirun of Open MPI or Hydra, srun) starts `python -I -S probe.py OUTDIR -- PROGRAM ARGS`
+The launcher (mpirun of Open MPI or Hydra, srun) starts `python -I -S -c LOADER probe.py OUTDIR -- PROGRAM ARGS`
 as the rank. The probe
 
 - reads its own CPU affinity first: that is the binding the launcher gave the rank, before any OpenMP
@@ -52,9 +52,10 @@ PR_SET_PDEATHSIG = 1
 OPENMP_RUNTIMES = ("libgomp.so", "libomp.so", "libiomp5.so")  # GCC, LLVM, Intel: who reads OMP_PLACES
 # `python -I -S -c LOADER PROBE_PATH OUTDIR -- PROGRAM ...` runs this file imported from its folder, so from
 # the bytecode cached there, not compiled at every start as a script is; its path stays an argument of
-# its own (a node's copy of it replaces it in the command line as the script's path did)
-LOADER = ("import sys; d, _, f = sys.argv.pop(1).rpartition('/'); sys.path.insert(0, d or '.'); "
-          "sys.exit(__import__(f.removesuffix('.py')).main(sys.argv))")
+# its own (a node's copy of it, named probe.py too, replaces it in the command line as the script's path
+# did). Short, as every rank's line in `ps` starts with it.
+LOADER = ('import sys;sys.path.insert(0,sys.argv.pop(1).rpartition("/")[0]);'
+          "import probe;sys.exit(probe.main(sys.argv))")
 
 
 def cpulist(cpus) -> str:

@@ -25,6 +25,7 @@ import io
 import json
 import math
 import sys
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,25 +50,70 @@ SINCE_BOOT_SHIFT = 16  # bits 16-19: the same four, "has occurred since boot"
 
 
 # ---------------------------------------------------------------- the command
+# Three ways to start the sampler, all with a command line of a few hundred bytes at most, so `ps`
+# and `top` on a node stay readable (not the 26 KB source, which sampler_argv puts there):
+# - here: this interpreter imports sampler.py from its folder (local_sampler_argv);
+# - over ssh: python3 with BOOTSTRAP, which reads the source from its stdin (stdin_sampler_argv;
+#   the caller writes sampler_bytes() first, then keeps the pipe open as the sampler's lifeline);
+# - in a Slurm batch job: the same BOOTSTRAP with its stdin redirected from a copy of the source the
+#   job writes into the (shared) run directory (execution/observe.py slurm_lines).
+# sampler_argv, with the whole source as an argument, stays for callers that cannot feed stdin.
+
+MAX_SOURCE_BYTES = 65_536  # the bootstrap reads no more; also a pipe's capacity, so writing it never waits
+# sys.argv[1] is 'LENGTH:CRC32' of the source. The bootstrap reads LENGTH bytes, or none when LENGTH is
+# not within 1..MAX_SOURCE_BYTES (n * False is 0), and executes them only when exactly LENGTH arrived
+# and their CRC-32 matches: a source cut short, or not the one announced, or too long, exits 1 with
+# "clusterbench sampler: bad source" (the words to spot it by in ps), running nothing. What follows on
+# stdin is left to the sampler: its lifeline. Python 3.8 syntax; about 190 characters, with no single
+# quote (shlex.quote, for ssh, would make each one five).
+BOOTSTRAP = ('import sys,zlib;n,c=map(int,sys.argv.pop(1).split(":"));'
+             f"s=sys.stdin.buffer.read(n*(0<n<={MAX_SOURCE_BYTES}));"
+             'exec(s)if len(s)==n>0 and zlib.crc32(s)==c else sys.exit("clusterbench sampler: bad source")')
+
 
 @functools.cache
+def sampler_bytes() -> bytes:
+    """The sampler's source as sent to BOOTSTRAP (bounded: a source that outgrew the bound is a bug here)."""
+    data = SAMPLER.read_bytes()
+    if not 0 < len(data) <= MAX_SOURCE_BYTES:
+        raise RuntimeError(f"{SAMPLER} is {len(data)} bytes: the bootstrap reads at most {MAX_SOURCE_BYTES}")
+    return data
+
+
 def sampler_source() -> str:
-    return SAMPLER.read_text(encoding="utf-8")
+    return sampler_bytes().decode("utf-8")
+
+
+def source_spec() -> str:
+    """'LENGTH:CRC32' of sampler_bytes(): BOOTSTRAP's first argument."""
+    data = sampler_bytes()
+    return f"{len(data)}:{zlib.crc32(data)}"
 
 
 def local_sampler_argv(interval_s: float = 1.0, max_seconds: float = 86400) -> list[str]:
     """The sampler for this machine, as sampler_argv gives it but with this interpreter importing
     sampler.py from its folder instead of compiling SOURCE: it starts from the bytecode cached when
-    clusterbench imported it, not compiling 500 lines on a core the run's processes are starting on."""
+    clusterbench imported it, not compiling 500 lines on a core the run's processes are starting on.
+    Its stdin is only its lifeline: nothing is written to it."""
     argv = sampler_argv(interval_s, max_seconds, python=sys.executable)
     code = (f"import sys; sys.path.append({str(SAMPLER.parent)!r}); import sampler; "
             "sampler.os._exit(sampler.main(sys.argv[1:]))")  # each line is flushed: no interpreter teardown
     return [*argv[:4], code, *argv[5:]]
 
 
+def stdin_sampler_argv(interval_s: float = 1.0, max_seconds: float = 86400, python: str = "python3") -> list[str]:
+    """['python3', '-I', '-S', '-c', BOOTSTRAP, 'LENGTH:CRC', '--interval', ..., '--max-seconds', ...]:
+    the sampler for a node that may not have clusterbench, with a short command line. Whoever starts it
+    writes sampler_bytes() to its stdin first (all of it at once: it fits the pipe) and then keeps
+    the pipe open: closing it ends the sampler, as for the others. For ssh, joined with shlex.join."""
+    argv = sampler_argv(interval_s, max_seconds, python)
+    return [*argv[:4], BOOTSTRAP, source_spec(), *argv[5:]]
+
+
 def sampler_argv(interval_s: float = 1.0, max_seconds: float = 86400, python: str = "python3") -> list[str]:
     """['python3', '-I', '-S', '-c', SOURCE, '--interval', ..., '--max-seconds', ...]: the sampler as an
-    argument list, for a local process as it is, for ssh joined with shlex.join (so SOURCE is quoted)."""
+    argument list that needs nothing on its stdin but the lifeline (its whole source is an argument:
+    `ps` shows it all; the executor uses the forms above)."""
     low, high = _sampler.INTERVAL_RANGE
     if isinstance(interval_s, bool) or not isinstance(interval_s, int | float) or not low <= interval_s <= high:
         raise UserInputError(f"sampling interval must be within {low:g}..{high:g} s, got {interval_s!r}",

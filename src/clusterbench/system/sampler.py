@@ -2,10 +2,12 @@
 
 The executor starts it on every node of a run, beside the benchmark: locally as clusterbench's own
 Python importing this file (`-I -S -c "...; import sampler; ..." ARGS`, from its cached bytecode),
-remotely as `ssh HOST python3 -I -S -c <quoted SOURCE> ARGS`, with a pipe as its stdin and its stdout
-written to RUN/activity-HOST.jsonl. Nothing has to be installed or shared on a node: the source
-travels on the command line (keep it well under the kernel's 128 KiB limit for one argument), and
-the output travels back on the same connection.
+remotely as `ssh HOST python3 -I -S -c BOOTSTRAP LENGTH:CRC ARGS`, with a pipe as its stdin and its
+stdout written to RUN/activity-HOST.jsonl. Nothing has to be installed or shared on a node: the
+executor writes this file's bytes into the pipe first, the bootstrap (system/activity.py) reads
+exactly LENGTH of them and runs them only if their CRC-32 matches, and the pipe then stays the
+lifeline below; the output travels back on the same connection. So the command line `ps` shows on
+a node is a few hundred bytes, not this file (which must stay under 64 KiB: it fits a pipe).
 
 It ends, after one last sample, when
 - its stdin reaches end of file: the executor closes the pipe at the end of the run; when
@@ -14,7 +16,8 @@ It ends, after one last sample, when
 - it gets SIGTERM, SIGHUP or SIGINT;
 - its parent changes (the parent died and the process was re-parented), or stdout is gone;
 - `--max-seconds` have passed (a backstop, so nothing can keep it alive for ever).
-A stdin that is /dev/null or a file therefore ends it at once: it is made to watch a pipe. Its
+A stdin that is /dev/null or a file therefore ends it at once (but with --stop-file, as in a batch
+job, stdin is not watched): it is made to watch a pipe. Its
 stdout should be a file (as the executor gives it) or a pipe that is read as it goes: a pipe
 nobody reads fills after 64 KiB, about 40 samples here, and the sampler waits on it.
 
@@ -459,8 +462,8 @@ def _emit(record: dict) -> None:
 
 def parse_args(argv: list[str]) -> tuple[float, float, str | None]:
     """(interval, max seconds, stop file) from --interval S --max-seconds S [--stop-file PATH];
-    exits 2 on anything else. With --stop-file, stdin is not watched (under srun in a batch job it
-    is /dev/null) and the sampler ends once that file exists."""
+    exits 2 on anything else. With --stop-file, stdin is not watched (in a batch job it is the file
+    the source was read from, or /dev/null) and the sampler ends once the stop file exists."""
     values: dict[str, float] = {"--interval": 1.0, "--max-seconds": 86400.0}
     bounds = {"--interval": INTERVAL_RANGE, "--max-seconds": MAX_SECONDS_RANGE}
     stop_file = None
