@@ -267,7 +267,7 @@ CLUSTER_MODULES = frozenset({
 })
 LOCAL_MODULES = frozenset({
     "test_activity",        # the sampler: intervals, SIGTERM/kill -9 within two intervals
-    "test_hpl_model", "test_kernels", "test_ceilings",  # built and run
+    "test_hpl_model", "test_kernels", "test_ceilings", "test_blas_remedy",  # built and run
     "test_lulesh", "test_tune_hpl",  # ... and a tuner interrupted with SIGINT
     "test_campaign_run",    # campaigns of real runs, a runner interrupted part-way
     "test_mpich",           # real MPICH runs

@@ -19,6 +19,7 @@ really loaded is checked at run time (see launch/libtrace.py).
 from __future__ import annotations
 
 import os
+import re
 from functools import lru_cache
 
 from clusterbench.bench.layout import layouts
@@ -80,11 +81,54 @@ def default_blas_for(threads: int, variants: dict[str, str]) -> str:
     return DEFAULT_BLAS
 
 
+CORE_MARK = "@"  # openblas-serial@SkylakeX: the variant's library with OPENBLAS_CORETYPE=SkylakeX
+_CORE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
+
+
+def split_blas(blas: str | None) -> tuple[str | None, str | None]:
+    """('openblas-serial', 'SkylakeX') from 'openblas-serial@SkylakeX'; (blas, None) without a core. A core
+    name that is not a plain word is refused: it becomes an environment value of the run."""
+    if not blas or CORE_MARK not in blas:
+        return blas, None
+    name, _, core = blas.partition(CORE_MARK)
+    if not _CORE_NAME.fullmatch(core) or not name:
+        raise UserInputError(f"BLAS variant {blas[:80]!r}: the kernel after {CORE_MARK!r} must be an OpenBLAS "
+                             "core name (letters, digits, _; at most 32)", hint="e.g. openblas-serial@SkylakeX")
+    return name, core
+
+
+def core_env(blas: str | None) -> dict[str, str]:
+    """OPENBLAS_CORETYPE of a variant that names its kernels; {} otherwise (a user's own setting then holds)."""
+    core = split_blas(blas)[1]
+    return {"OPENBLAS_CORETYPE": core} if core else {}
+
+
+def remedy_variants(names: list[str]) -> list[str]:
+    """NAME@CORE for each installed OpenBLAS variant among `names` whose kernels fall back here to narrower
+    ones than the CPU has (with this environment's OPENBLAS_CORETYPE, which a user may have set): the remedy
+    as a variant of its own, so that the tuner measures it beside the library's own choice."""
+    from clusterbench.system import blas_kernel
+
+    coretype = os.environ.get("OPENBLAS_CORETYPE") or None
+    out = []
+    for name in names:
+        directory = blas_variants().get(name)
+        library = os.path.join(directory, "libblas.so.3") if directory else ""
+        if not library or not os.path.exists(library):
+            continue
+        found = blas_kernel.judge(library, coretype)
+        remedy = (found or {}).get("remedy") or ""
+        if found and found.get("verdict") == "fallback" and remedy.startswith("OPENBLAS_CORETYPE="):
+            out.append(f"{name}{CORE_MARK}{remedy.partition('=')[2]}")
+    return out
+
+
 def choose_blas(requested: str | None, threads: int) -> str:
-    """The variant asked for (checked to be installed), else the default for the thread count."""
+    """The variant asked for (checked to be installed; NAME@CORE: NAME installed), else the default for the
+    thread count."""
     variants = blas_variants()
     blas = requested or default_blas_for(threads, variants)
-    if blas != DEFAULT_BLAS and blas not in variants:
+    if split_blas(blas)[0] != DEFAULT_BLAS and split_blas(blas)[0] not in variants:
         known = ", ".join(sorted(variants)) or "none installed"
         raise UserInputError(f"BLAS variant {blas!r} is not installed on this machine",
                              hint=f"installed variants: {known}; or use 'default'")
@@ -93,7 +137,8 @@ def choose_blas(requested: str | None, threads: int) -> str:
 
 def blas_dir(blas: str | None) -> str | None:
     """The directory to put first on LD_LIBRARY_PATH for this variant (None: leave it alone)."""
-    return None if not blas or blas == DEFAULT_BLAS else blas_variants().get(blas)
+    name = split_blas(blas)[0]
+    return None if not name or name == DEFAULT_BLAS else blas_variants().get(name)
 
 
 def library_path_env(directory: str | None) -> dict[str, str]:

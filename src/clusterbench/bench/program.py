@@ -17,7 +17,14 @@ from typing import ClassVar
 
 from clusterbench.bench.base import Benchmark
 from clusterbench.bench.layout import thread_env
-from clusterbench.bench.placement import LAYOUT_MAP_BY, apply_scaling, blas_dir, choose_blas, library_path_env
+from clusterbench.bench.placement import (
+    LAYOUT_MAP_BY,
+    apply_scaling,
+    blas_dir,
+    choose_blas,
+    core_env,
+    library_path_env,
+)
 from clusterbench.launch.spec import Launch, Placement
 from clusterbench.system.discover import SystemInfo
 from clusterbench.system.mpi import default_mpi_name
@@ -78,7 +85,7 @@ class PlacedProgram(Benchmark):
         return self.point
 
     def env(self) -> dict[str, str]:
-        return thread_env(self.point.get("threads") or 1) | library_path_env(self.blas_dir)
+        return thread_env(self.point.get("threads") or 1) | library_path_env(self.blas_dir) | core_env(self.blas)
 
     def node_count(self) -> int:
         return self.point.get("nodes") or 1

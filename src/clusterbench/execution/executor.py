@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from clusterbench.bench.base import Benchmark
 from clusterbench.bench.metrics import Metric, Outcome
+from clusterbench.bench.placement import split_blas
 from clusterbench.build import registry
 from clusterbench.errors import EnvironmentProblem
 from clusterbench.execution import observe, placement
@@ -490,7 +491,7 @@ def settle(workdir: Path, wait_s: float = SETTLE_WAIT_S) -> str:
 def _check_blas(bench: Benchmark, loaded: LoadedLibraries, outcome: Outcome) -> None:
     """Record the BLAS the processes loaded; a run that loaded another one than asked is invalid."""
     outcome.facts |= loaded.facts()
-    wanted = bench.blas
+    wanted = split_blas(bench.blas)[0]  # openblas-serial@SkylakeX loads openblas-serial's library
     if wanted and wanted != "default" and loaded.by_process:
         got = loaded.blas_variants()
         if wanted not in got:

@@ -53,7 +53,7 @@ from clusterbench.bench.hpl.planner import (
 )
 from clusterbench.bench.hpl.timing import PLANNING_STARTUP_S, hpl_flops
 from clusterbench.bench.layout import Layout, layouts
-from clusterbench.bench.placement import DEFAULT_BLAS, LAYOUT_NAMES, blas_variants
+from clusterbench.bench.placement import DEFAULT_BLAS, LAYOUT_NAMES, blas_variants, remedy_variants, split_blas
 from clusterbench.errors import UserInputError
 from clusterbench.plan.ranges import is_range, parse_int_values
 from clusterbench.system.discover import SystemInfo
@@ -122,7 +122,10 @@ def layout_grids(lay: Layout) -> list[str]:
 
 
 def default_blas(system: SystemInfo) -> list[str]:
-    return sorted(blas_variants()) or [DEFAULT_BLAS]
+    """Every installed variant, and NAME@CORE for each whose OpenBLAS runs generic kernels here (the remedy,
+    tried as a variant: placement.remedy_variants)."""
+    installed = sorted(blas_variants())
+    return installed + remedy_variants(installed) if installed else [DEFAULT_BLAS]
 
 
 SERIAL_WORDS = ("serial", "seq", "sequential")
@@ -286,7 +289,7 @@ def build_space(system: SystemInfo, nodes: int, user: dict[str, object], *, opti
     if "blas" not in fixed:
         dims["blas"] = values.get("blas") or default_blas(system)
         installed = set(blas_variants()) | {DEFAULT_BLAS}
-        missing = [b for b in dims["blas"] if b not in installed]
+        missing = [b for b in dims["blas"] if split_blas(b)[0] not in installed]
         if missing:
             raise UserInputError(f"{option('blas')}: BLAS variant {missing[0]!r} is not installed here",
                                  hint="installed: " + ", ".join(sorted(installed)))
