@@ -8,7 +8,7 @@ afresh), per scope (cores or threads used) and variant (the BLAS that was loaded
 a ceiling is what the node can reach. A run that does not count (disturbed, invalid, suspect,
 excluded: analysis/flags) never sets one. Which metrics are ceilings, and which runs are placed
 against them, the benchmarks declare (`ReportUse("ceiling", ...)`, the `peak`/`rmax` and
-`memory`/`triad` uses): nothing here names a benchmark.
+`ceiling` uses): nothing here names a benchmark.
 
 `place(run)` explains one run: its figure against each ceiling that applies, and the bottleneck with
 its evidence, first that applies: the run was disturbed; its BLAS ran generic kernels (with the
@@ -27,7 +27,7 @@ from clusterbench.bench import registry
 from clusterbench.store.db import Store
 from clusterbench.store.queries import decoded_run
 
-MEASURES = ("fma", "dgemm", "triad")  # the roles of ReportUse("ceiling", role)
+MEASURES = ("fma", "dgemm", "memory")  # the roles of ReportUse("ceiling", role)
 MAX_ROWS = 200_000  # metric rows read per measure: a store larger than this is read by its newest runs
 BLAS_FAR_BELOW_FMA = 0.5  # DGEMM under half the FMA peak on the same cores: the BLAS is the bottleneck
 SOLVER_FAR_BELOW_DGEMM = 0.6  # an Rmax under 60% of DGEMM on its cores: HPL's own parameters are
@@ -37,7 +37,7 @@ NEAR_CEILING = 0.85  # at or above 85% of its ceiling: the run is where the node
 @dataclass(frozen=True)
 class Ceiling:
     system_id: str
-    measure: str  # fma, dgemm, triad
+    measure: str  # fma, dgemm, memory (STREAM Triad)
     cores: int  # cores (ranks x threads) the figure was measured on; fma: 1 (a core's rate)
     variant: str  # the BLAS loaded (dgemm); '' otherwise
     value: float
@@ -47,8 +47,8 @@ class Ceiling:
     newest: str  # when the newest of them started
 
     def label(self) -> str:
-        what = {"fma": "FMA peak", "dgemm": "DGEMM", "triad": "STREAM Triad"}[self.measure]
-        scope = f"{self.cores} {'core' if self.measure != 'triad' else 'thread'}{'s' if self.cores != 1 else ''}"
+        what = {"fma": "FMA peak", "dgemm": "DGEMM", "memory": "STREAM Triad"}[self.measure]
+        scope = f"{self.cores} {'core' if self.measure != 'memory' else 'thread'}{'s' if self.cores != 1 else ''}"
         return f"{what}, {scope}" + (f", {self.variant}" if self.variant else "")
 
 
@@ -157,8 +157,8 @@ def place(store: Store, run_id: str) -> Placement | None:
     params, facts = run.get("params") or {}, run.get("facts") or {}
     cores = _scope(params)
     rmax = next((n for n in metrics if n in _declared("peak", "rmax") | _declared("ceiling", "dgemm")), None)
-    triad = next((n for n in metrics if n in _declared("ceiling", "triad")), None)
-    name = rmax or triad or next(iter(metrics), "")
+    memory = next((n for n in metrics if n in _declared("ceiling", "memory")), None)
+    name = rmax or memory or next(iter(metrics), "")
     metric = metrics.get(name)
     out = Placement(run_id, run.get("benchmark") or "", name, float(metric["value"]) if metric else None,
                     metric["unit"] if metric else "")
@@ -168,7 +168,7 @@ def place(store: Store, run_id: str) -> Placement | None:
         return out
     if rmax:
         _place_compute(out, found, system, cores, params, facts)
-    elif triad:
+    elif memory:
         _place_memory(out, found, cores)
     else:
         out.bottleneck = f"cannot tell: no ceiling applies to {name} yet (FMA, DGEMM and Triad are measured)"
@@ -249,7 +249,7 @@ def _place_compute(out: Placement, found: list[Ceiling], system: dict, cores: in
 
 
 def _place_memory(out: Placement, found: list[Ceiling], threads: int) -> None:
-    exact = [c for c in found if c.measure == "triad" and c.cores == threads]
+    exact = [c for c in found if c.measure == "memory" and c.cores == threads]
     if not exact:  # bandwidth does not scale with threads: only a ceiling measured at this count is one
         out.missing.append(f"STREAM Triad with {threads} thread(s): clusterbench bench stream -p threads={threads}")
         out.bottleneck = f"cannot tell: no Triad ceiling with {threads} thread(s) is stored"

@@ -60,7 +60,7 @@ def _chosen(data: Dataset) -> list[str]:
     ran generic kernels, then flagged runs, then the others: at most MAX_PLACED."""
     best: dict[tuple, tuple[float, str]] = {}
     flagged = []
-    names = {d.spec.name for section, role in (("peak", "rmax"), ("ceiling", "dgemm"), ("ceiling", "triad"))
+    names = {d.spec.name for section, role in (("peak", "rmax"), ("ceiling", "dgemm"), ("ceiling", "memory"))
              for d in registry.drawn(section, role)}
     values = data.of(*sorted(names))
     by_run = values.groupby("run_id")["value"].max().to_dict() if len(values) else {}

@@ -69,7 +69,7 @@ TRIAD_USES = (
               key="pinning-stream", axis="Triad (GB/s)"),
     ReportUse("pinning", "column", "Triad", "GB/s", order=10),
     ReportUse("cluster", "node", "STREAM Triad", "GB/s", order=10, key="stream_triad", sustained=True),
-    ReportUse("ceiling", "triad"),  # the node's memory ceiling at a thread count (analysis/ceilings.py)
+    ReportUse("ceiling", "memory"),  # the node's memory ceiling at a thread count (analysis/ceilings.py)
 )
 
 
