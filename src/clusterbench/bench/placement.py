@@ -23,7 +23,7 @@ from functools import lru_cache
 
 from clusterbench.bench.layout import layouts
 from clusterbench.bench.params import MAX_COUNT, Param
-from clusterbench.errors import UserInputError
+from clusterbench.errors import UserInputError, suggest
 from clusterbench.launch.mpirun import INTERCONNECTS
 from clusterbench.pinning.strategies import SCALING_MODES, STRATEGIES, scaled
 from clusterbench.system.discover import SystemInfo
@@ -85,9 +85,10 @@ def choose_blas(requested: str | None, threads: int) -> str:
     variants = blas_variants()
     blas = requested or default_blas_for(threads, variants)
     if blas != DEFAULT_BLAS and blas not in variants:
-        known = ", ".join(sorted(variants)) or "none installed"
+        names = sorted(variants)
         raise UserInputError(f"BLAS variant {blas!r} is not installed on this machine",
-                             hint=f"installed variants: {known}; or use 'default'")
+                             hint=(suggest(blas, names, "installed variants", most=len(names)) if names
+                                   else "no variant is installed here") + "; or 'default': the system's own")
     return blas
 
 
