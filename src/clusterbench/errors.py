@@ -50,3 +50,21 @@ class Interrupted(BaseException):
     def __init__(self, stored: str):
         super().__init__(stored)
         self.stored = stored
+
+
+def suggest(value: object, known: list[str], what: str, most: int = 20) -> str:
+    """The hint for a name that is none of `known`: 'did you mean ...?' with the close ones (difflib's
+    ratio of at least 0.6), else `what` and the first `most` of them.
+
+    One function for every name a user types (a benchmark, a parameter, a pinning strategy, a BLAS
+    variant, a campaign, a metric), so that a typo is answered the same way everywhere; here, at the
+    bottom of the layers, so that each of them can ask it. difflib is imported only when a name was
+    wrong."""
+    import difflib
+
+    known = [str(name) for name in known]
+    close = difflib.get_close_matches(str(value), known, n=5, cutoff=0.6)
+    if close:
+        return f"did you mean {' or '.join(repr(c) for c in close)}? ({len(known)} {what.split()[-1]} in all)"
+    shown = ", ".join(known[:most])
+    return f"{what}: {shown}" + (f" and {len(known) - most} more" if len(known) > most else "")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from clusterbench.analysis.flags import run_flags
-from clusterbench.errors import UserInputError
+from clusterbench.errors import UserInputError, suggest  # suggest: also for analysis.history
 from clusterbench.store.curation import decode_notes
 from clusterbench.store.db import Store
 from clusterbench.store.queries import decoded_run
@@ -37,6 +37,8 @@ class Listing:
     runs: list[sqlite3.Row]  # newest first
     records: list[dict]  # one per metric value of those runs (only `metric`'s when given)
     total: int = 0  # runs that match in all: more than len(runs) when `limit` cut the list
+    # no run matches although runs are stored, and that is the answer (analysis.select.empty_answer): saying so
+    empty_note: str | None = None
 
     @property
     def shown_note(self) -> str | None:
@@ -53,15 +55,18 @@ def list_runs(store: Store, benchmark: str | None = None, campaign: str | None =
     their metric values as export records (with `with_records=False` none, unless a `metric` is asked
     for: a table of runs needs none, and making them imports the benchmark registry)."""
     selecting = selection is not None and (selection.terms or selection.conditions)
+    empty_note = None
     rows = store.runs(benchmark=benchmark, campaign=campaign, status=status, limit=None if selecting else limit)
     if not rows and (campaign, benchmark, status) != (None, None, None) and store.run_count():
         raise no_match(store, campaign=campaign, benchmark=benchmark, status=status)
     if selecting:
-        from clusterbench.analysis.select import no_match_error, select_rows
+        from clusterbench.analysis.select import empty_answer, no_match_error, select_rows
 
-        rows = select_rows(store, selection, rows)
-        if not rows and store.run_count():
-            raise no_match_error(store, selection)
+        candidates, rows = rows, select_rows(store, selection, rows)
+        if not rows and store.run_count() and not empty_answer(store, selection, candidates):
+            raise no_match_error(store, selection)  # a typo, mostly; an empty answer (no mismatch) is no error
+        if not rows and candidates:
+            empty_note = f"no run matches {selection.describe()} (0 of {len(candidates):,} runs)"
         total = len(rows)
         rows = rows[:limit] if limit else rows
     elif limit and len(rows) == limit:
@@ -69,7 +74,7 @@ def list_runs(store: Store, benchmark: str | None = None, campaign: str | None =
     else:
         total = len(rows)
     if not with_records and not metric:
-        return Listing(rows, [], total)
+        return Listing(rows, [], total, empty_note)
     from clusterbench.analysis.applicable import applies
 
     records = []
@@ -94,7 +99,7 @@ def list_runs(store: Store, benchmark: str | None = None, campaign: str | None =
         raise UserInputError(f"no metric {metric!r} in {newest}runs that match",
                              hint=("--limit 0 looks at every run; " if newest else "")
                              + suggest(metric, names, "their metrics"))
-    return Listing(rows, records, total)
+    return Listing(rows, records, total, empty_note)
 
 
 def row_flags(row: sqlite3.Row) -> list[str]:
@@ -368,13 +373,3 @@ def no_match(store: Store, **filters: str | None) -> UserInputError:
                           hint="see what each holds: `clusterbench campaign list`, "
                                "`clusterbench results --campaign NAME`")
 
-
-def suggest(value: str, known: list[str], what: str, most: int = 20) -> str:
-    """'did you mean ...' for close names, else the first `most` of them."""
-    import difflib  # here: only a listing that matched nothing asks
-
-    close = difflib.get_close_matches(value, known, n=5, cutoff=0.6)
-    if close:
-        return f"did you mean {' or '.join(repr(c) for c in close)}? ({len(known)} {what.split()[-1]} in all)"
-    shown = ", ".join(known[:most])
-    return f"{what}: {shown}" + (f" and {len(known) - most} more" if len(known) > most else "")

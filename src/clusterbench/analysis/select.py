@@ -520,6 +520,27 @@ def no_match_error(store: Store, selection: Selection) -> UserInputError:
                                                     "`clusterbench results --select TERM`")
 
 
+# Facts whose values are a closed set clusterbench itself writes: the placement verdict of a run whose
+# placement was observed (pinning/verify.py). A term that asks for one of them is a question ("which runs
+# were placed wrongly?") whose answer may be none: an empty listing, exit 0. A value nothing has of any
+# other key stays a refusal (exit 2, with the values stored), since there it is mostly a typo.
+CLOSED_FACTS = {"pinning.verdict": ("match", "mismatch", "partial", "unobserved")}
+
+
+def empty_answer(store: Store, selection: Selection, rows: Iterable[sqlite3.Row] | None = None) -> bool:
+    """Whether a selection that holds for no run (of `rows`, else of every stored run) is answered by
+    nothing rather than refused: it asks for a value of a closed fact (CLOSED_FACTS), and the rest of
+    it selects runs, so only that question leaves none. A campaign, a run id or a value that no run has
+    is still refused by the caller (no_match_error), naming that term."""
+    closed = [t for t in selection.conditions if t.kind == "fact" and t.value in CLOSED_FACTS.get(t.key, ())]
+    if not closed:
+        return False
+    rest = Selection(dict(selection.terms), "", tuple(t for t in selection.conditions if t not in closed))
+    if not rest.terms and not rest.conditions:
+        return bool(rows) if rows is not None else bool(store.run_count())
+    return bool(select_rows(store, rest, rows))
+
+
 def _sql_texts(selection: Selection) -> list[str]:
     return [f"{kind}:{value}" for kind, values in selection.terms.items() for value in sorted(values)[:3]]
 

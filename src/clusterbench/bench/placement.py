@@ -24,7 +24,7 @@ from functools import lru_cache
 
 from clusterbench.bench.layout import layouts
 from clusterbench.bench.params import MAX_COUNT, Param
-from clusterbench.errors import UserInputError
+from clusterbench.errors import UserInputError, suggest
 from clusterbench.launch.mpirun import INTERCONNECTS
 from clusterbench.pinning.strategies import SCALING_MODES, STRATEGIES, scaled
 from clusterbench.system.discover import SystemInfo
@@ -128,10 +128,12 @@ def choose_blas(requested: str | None, threads: int) -> str:
     thread count."""
     variants = blas_variants()
     blas = requested or default_blas_for(threads, variants)
-    if split_blas(blas)[0] != DEFAULT_BLAS and split_blas(blas)[0] not in variants:
-        known = ", ".join(sorted(variants)) or "none installed"
+    name = split_blas(blas)[0]
+    if name != DEFAULT_BLAS and name not in variants:
+        names = sorted(variants)
         raise UserInputError(f"BLAS variant {blas!r} is not installed on this machine",
-                             hint=f"installed variants: {known}; or use 'default'")
+                             hint=(suggest(name, names, "installed variants", most=len(names)) if names
+                                   else "no variant is installed here") + "; or 'default': the system's own")
     return blas
 
 

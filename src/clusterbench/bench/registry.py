@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 from clusterbench.bench.base import Benchmark
 from clusterbench.bench.declare import BuildRecipe, Derived, MetricSpec, OutputFormat, ReportUse
-from clusterbench.errors import UserInputError
+from clusterbench.errors import UserInputError, suggest
 
 # The built-in modules, in registry order: name, module, class. Imported when first needed, so
 # that running one benchmark (`clusterbench bench hpl`, a tuner's trials) does not import the
@@ -148,8 +148,8 @@ def benchmark_class(name: str) -> type[Benchmark]:
     try:
         return table[name]
     except KeyError:
-        raise UserInputError(f"unknown benchmark {name!r}",
-                             hint="known benchmarks: " + ", ".join(sorted(table))) from None
+        raise UserInputError(f"unknown benchmark {name!r}", hint=suggest(name, sorted(table), "known benchmarks")
+                             + "; what each does: clusterbench benchmarks") from None
 
 
 # ---------------------------------------------------------------- what the benchmarks declare
@@ -227,7 +227,7 @@ def build_recipe(name: str) -> BuildRecipe:
     """The build recipe of one official code (`hpl`, `stream`, ...)."""
     found = next((r for r in build_recipes() if r.name == name), None)
     if found is None:
-        raise UserInputError(f"no build of {name!r}", hint="builds: " + ", ".join(r.name for r in build_recipes()))
+        raise UserInputError(f"no build of {name!r}", hint=suggest(name, [r.name for r in build_recipes()], "builds"))
     return found
 
 

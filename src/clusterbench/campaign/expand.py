@@ -23,7 +23,7 @@ from clusterbench.bench.base import Benchmark
 from clusterbench.bench.params import Param
 from clusterbench.bench.registry import benchmark_class
 from clusterbench.campaign.source import CampaignError, CampaignSource, Location
-from clusterbench.errors import UserInputError
+from clusterbench.errors import UserInputError, suggest
 from clusterbench.execution.request import SETTING_PREFIX, PlannedRun, recorded_params
 from clusterbench.limits import exceeded, limit
 from clusterbench.plan.ranges import is_range, parse_int_values
@@ -93,6 +93,7 @@ class _Block:
 
     def __init__(self, block: BenchmarkBlock, loc: Location, source: CampaignSource | None):
         self.block, self.loc, self.source = block, loc, source
+        self.axis_loc: dict[str, Location] = {}  # a swept setting (system.KEY) -> where its list is written
 
     def error(self, message: str, *where: str | int, hint: str | None = None) -> CampaignError:
         return CampaignError(message, self.source, (*self.loc, *where), hint=hint)
@@ -114,11 +115,13 @@ def _expand_block(campaign: Campaign, block: BenchmarkBlock, loc: Location,
         for name in getattr(block, section):
             if name not in declared and not cls.open_parameters:
                 raise ctx.error(f"{block.benchmark} has no parameter {name!r}", section, name,
-                                hint=f"{block.benchmark} parameters: " + ", ".join(declared))
+                                hint=suggest(name, list(declared), f"{block.benchmark} parameters", most=len(declared))
+                                + f"; each with its help: clusterbench benchmarks {block.benchmark}")
 
     axes = {name: _space_values(ctx, name, raw) for name, raw in block.space.items()}
     fixed_settings, setting_axes = _settings(ctx, campaign, block)
     axes |= setting_axes
+    _refuse_repeats(ctx, axes, declared)
     literal, derived = _split_params(ctx, block.params)
     if campaign.cluster.mpi and "mpi" in declared and "mpi" not in block.params and "mpi" not in axes:
         literal["mpi"] = campaign.cluster.mpi  # the campaign's MPI, unless the block chooses
@@ -209,6 +212,7 @@ def _settings(ctx: _Block, campaign: Campaign, block: BenchmarkBlock) -> tuple[d
             axes.pop(f"{SETTING_PREFIX}{key}", None)  # the block's value replaces the campaign's
             if isinstance(raw, list):
                 axes[f"{SETTING_PREFIX}{key}"] = checked
+                ctx.axis_loc[f"{SETTING_PREFIX}{key}"] = where
             else:
                 fixed[key] = checked[0]
     return fixed, axes
@@ -245,6 +249,51 @@ def _space_values(ctx: _Block, name: str, raw: Any) -> list:
         raise ctx.error("a swept parameter is a list or a range like 32..256:8; derived values go in params:",
                         "space", name)
     return [raw]
+
+
+REPEAT_HINT = "sweep each value once; to measure a point more than once, give the block repeats: N"
+
+
+def _refuse_repeats(ctx: _Block, axes: dict[str, list], declared: dict[str, Param]) -> None:
+    """A value swept twice (`nb: [64, 64]`) makes the same point twice, and the same point has the same
+    run id: the second would silently collapse into the first, one run where the file shows two.
+    Refused where the repeat is written (file, line, field and item). With `combine: zip` an axis may
+    repeat a value (`n: [1000, 1000]` beside `nb: [64, 128]`); a whole point may not."""
+    def where(name: str) -> Location:
+        return ctx.axis_loc.get(name) or (*ctx.loc, "space", name)
+
+    if ctx.block.combine == "zip":
+        if len({len(values) for values in axes.values()}) != 1:
+            return  # unequal lists: _space_size refuses them, located
+        names = list(axes)
+        first: dict[tuple, int] = {}
+        for k, values in enumerate(zip(*axes.values(), strict=True)):
+            key = tuple(_same_value(v, declared.get(n)) for n, v in zip(names, values, strict=True))
+            if key in first:
+                shown = ", ".join(f"{n}={v!r}" for n, v in zip(names, values, strict=True))
+                raise CampaignError(f"point {k} ({shown}) is point {first[key]} again: the same run twice, "
+                                    "stored once", ctx.source, (*where(names[0]), k), hint=REPEAT_HINT)
+            first[key] = k
+        return
+    for name, values in axes.items():
+        seen: dict[tuple, int] = {}
+        for k, value in enumerate(values):
+            key = _same_value(value, declared.get(name))
+            if key in seen:
+                raise CampaignError(f"{value!r} is swept twice (items {seen[key]} and {k}): the same runs twice, "
+                                    "stored once", ctx.source, (*where(name), k), hint=REPEAT_HINT)
+            seen[key] = k
+
+
+def _same_value(value: Any, param: Param | None) -> tuple:
+    """What makes two swept values the same point: the value as its parameter takes it (3 and 3.0 of an
+    integer parameter are one value), true kept apart from 1."""
+    if param is not None:
+        try:
+            value = param.check(value)
+        except UserInputError:
+            pass  # refused, located, when the point is checked
+    return (type(value) is bool, value)
 
 
 def _split_params(ctx: _Block, params: dict) -> tuple[dict, dict]:

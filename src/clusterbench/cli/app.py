@@ -21,6 +21,28 @@ app = typer.Typer(
 )
 
 
+def _flags_show_no_type() -> None:
+    """A flag's row in `COMMAND --help` without a type: typer 0.29's rich help gives every option a type
+    column, flags too (`--json <bool>`), which reads as if the flag took a value (`--json true`), though
+    it takes none. Its plain help and its usage line already leave a flag's type out; this does the
+    same for the rich one, for every command at once. Older typers (no display_type_rich) are left as
+    they are."""
+    from typer.core import TyperOption
+
+    shown = getattr(TyperOption, "display_type_rich", None)
+    if shown is None or getattr(shown, "flags_show_no_type", False):
+        return
+
+    def display_type_rich(self, ctx):
+        return None if getattr(self, "is_flag", False) or getattr(self, "count", False) else shown(self, ctx)
+
+    display_type_rich.flags_show_no_type = True
+    TyperOption.display_type_rich = display_type_rich
+
+
+_flags_show_no_type()
+
+
 class MpiChoice(str, Enum):
     """The MPI implementations a run or a build can name (each with its own mpirun and mpicc)."""
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from clusterbench.errors import UserInputError
+from clusterbench.errors import UserInputError, suggest
 
 SCALING_MODES = ("thread", "hybrid", "task")
 
@@ -71,7 +71,8 @@ def strategy(name: str, own: dict[str, Strategy] | None = None) -> Strategy:
         return known[name]
     except KeyError:
         raise UserInputError(f"unknown pinning strategy {name!r}", where="pinning",
-                             hint="one of " + ", ".join(known) + ", or define it under cluster.strategies") from None
+                             hint=suggest(name, list(known), "strategies", most=len(known))
+                             + "; or define it under cluster.strategies") from None
 
 
 def user_strategy(name: str, summary: str, srun: dict | None, openmpi: dict | None, hydra: dict | None) -> Strategy:

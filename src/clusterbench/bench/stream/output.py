@@ -11,6 +11,7 @@ section has always drawn only `stream` runs.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from clusterbench.bench.declare import MetricSpec, OutputFormat, ReportUse, Result, merit
@@ -38,7 +39,9 @@ def stream_facts(text: str) -> dict:
 
 def stream_outcome(text: str) -> Outcome:
     out = Outcome(facts=stream_facts(text))
-    rows = _ROW.findall(text)
+    # Triad first: STREAM's figure of merit is what `bench` prints on top and what anything that shows a
+    # run's first metric shows (stream.c prints Copy, Scale, Add, Triad; the report's table keeps that order)
+    rows = sorted(_ROW.findall(text), key=lambda row: row[0] != "Triad")
     for kernel, rate, avg, tmin, tmax in rows:
         labels = {"kernel": kernel.lower(), "avg_time_s": float(avg), "min_time_s": float(tmin),
                   "max_time_s": float(tmax)}
@@ -62,6 +65,8 @@ def recognise(text: str) -> bool:
 
 
 KERNELS = ("copy", "scale", "add", "triad")  # the memory section's table columns, in this order
+# A stream run's headline in `results` listings: its Triad, as HPL's is its Gflop/s (bench/hpl/output.py).
+LISTING_HEADLINE = ReportUse("listing", "headline", "Triad", "GB/s")
 # Where else a `stream` run's Triad is drawn: the pinning section's figure and first column, and a
 # cluster run's per-node figure (sustained over the repetitions: see analysis/cluster.py).
 TRIAD_USES = (
@@ -74,8 +79,11 @@ TRIAD_USES = (
 
 
 def _declared(spec: MetricSpec) -> MetricSpec:
-    """Triad is STREAM's figure of merit (its history follows it), the kernel's and the official binary's alike."""
-    return merit(spec) if spec.name == "stream_triad" else spec
+    """Triad is STREAM's figure of merit (its history follows it) and a run's headline in `results` (not
+    Copy, the first line stream.c prints), the kernel's and the official binary's alike."""
+    if spec.name != "stream_triad":
+        return spec
+    return merit(dataclasses.replace(spec, uses=(*spec.uses, LISTING_HEADLINE)))
 
 
 # The memory section's table gives every kernel; Triad is also drawn, as its figure.
