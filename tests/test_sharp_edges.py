@@ -224,6 +224,14 @@ def test_asking_for_placement_mismatches_when_there_are_none_exits_0(isolated_db
     assert {record["run_id"] for record in found} == {"r4"}
 
 
+def test_an_empty_answer_says_what_matched_nothing_not_that_nothing_is_stored(isolated_db):
+    _runs_with_verdicts(isolated_db, {"r1": "match", "r2": "match"})
+    table = cli("results", "--select", "fact:pinning.verdict=mismatch", env={"COLUMNS": "80"})
+    assert table.returncode == 0, table.stderr
+    text = _flat(table.stdout)
+    assert "no run matches fact:pinning.verdict=mismatch (0 of 2 runs)" in text and "stored yet" not in text, text
+
+
 # ---------------------------------------------------------------- STREAM's headline
 
 

@@ -62,7 +62,7 @@ def show(run_id: str | None = None, benchmark: str | None = None, campaign: str 
         elif fmt == Format.csv:
             _write_csv(listing.records)
         else:
-            _print_runs(store, listing.runs, wide)
+            _print_runs(store, listing.runs, wide, listing.empty_note)
             if listing.shown_note:
                 console.print(listing.shown_note, highlight=False)
 
@@ -298,7 +298,7 @@ def print_table(table, wide: bool) -> None:
             no_color=console.no_color).print(table)
 
 
-def _print_runs(store, rows, wide: bool = False) -> None:
+def _print_runs(store, rows, wide: bool = False, empty_note: str | None = None) -> None:
     """The runs table, its columns chosen for the terminal's width (`fit`): a run id is never cut (it is
     what `results RUN`, `diff` and `compare run:ID` are given), the least useful columns are left out
     first and the table says which; `--wide` shows them all. Ids too long to leave room for a result
@@ -336,7 +336,8 @@ def _print_runs(store, rows, wide: bool = False) -> None:
     width = console.width
     if not rows:
         console.print(title, highlight=False)
-        console.print(f"no runs stored yet in {escape(str(store.path))}: try `clusterbench run`")
+        console.print(escape(empty_note) if empty_note else  # a selection that holds nothing: exit 0, said
+                      f"no runs stored yet in {escape(str(store.path))}: try `clusterbench run`", highlight=False)
         return
     stacked = not wide and max(map(cell_width, ids)) + GAP + max(map(cell_width, results)) > width
     if stacked or placed not in fit(columns, width, wide)[0]:
