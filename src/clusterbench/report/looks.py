@@ -135,7 +135,8 @@ def settle(sections: Iterable[Section]) -> None:
         for fig in section.figures:
             points = _measured(fig)
             if len(points) == 1:
-                section.paragraphs.append(one_point_text(fig, *points[0]))
+                section.paragraphs.append(one_point_text(fig, *points[0]) + f" Data: {fig.slug}.csv.")
+                section.data_only.append(fig)
                 continue
             split_wide_panels(fig)
             kept.append(fig)

@@ -100,6 +100,9 @@ class Section:
     tables: list[Table] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
     pictures: list[Picture] = field(default_factory=list)
+    # Figures not drawn (one point: said in a sentence, report/looks.settle) whose values are still written
+    # as their CSV, so the data behind the sentence is where a drawn figure's would be.
+    data_only: list[Figure] = field(default_factory=list)
 
 
 @dataclass

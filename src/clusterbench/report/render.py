@@ -52,6 +52,8 @@ def _write(report: Report, out: Path, on_step: Callable[[str], None] | None) -> 
             svgs[fig.slug] = svg_text(fig, palette)
             (out / f"{fig.slug}.svg").write_text(svgs[fig.slug], encoding="utf-8")
             (out / f"{fig.slug}.csv").write_text(csv_text(fig), encoding="utf-8")
+        for fig in section.data_only:  # not drawn (one point), its values written all the same
+            (out / f"{fig.slug}.csv").write_text(csv_text(fig), encoding="utf-8")
         for picture in section.pictures:
             (out / f"{picture.slug}.svg").write_text(picture.svg, encoding="utf-8")
             if picture.csv:
